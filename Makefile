@@ -1,0 +1,39 @@
+# eos-ingest. `make test` and `make demo` are the two commands; see README.md.
+SHELL := /bin/bash
+ROOT := $(CURDIR)
+export EOS_STATE_DIR ?= $(ROOT)/.state
+VENV := $(ROOT)/.venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup stack-up stack-down lint test test-unit bench clean lock
+
+setup:
+	@scripts/setup.sh
+
+stack-up: setup
+	@stack/stack.sh up
+
+stack-down:
+	@stack/stack.sh down
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy eos_ingest
+
+# The whole suite: unit, integration (real broker, Spark, Delta, SQLite, PostgreSQL) and e2e.
+test: lint
+	$(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+test-unit: setup
+	$(PY) -m pytest -p no:cacheprovider tests/unit $(PYTEST_ARGS)
+
+# Re-resolve requirements.in into the committed lock (hashes included).
+lock:
+	$(VENV)/bin/uv pip compile requirements.in -o requirements.lock --python-version 3.11 \
+	  --python-platform x86_64-manylinux_2_28 --generate-hashes -q
+
+# Removes all generated state: venv, jars, Kafka data, databases, Delta tables.
+clean: stack-down
+	-scripts/postgres.sh down
+	rm -rf $(EOS_STATE_DIR) $(VENV)

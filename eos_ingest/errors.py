@@ -1,0 +1,69 @@
+"""Exceptions named by the stage that raises them.
+
+Only errors marked retriable (a broker or database that did not answer) should become Airflow
+retries; everything else needs a person: data loss, a recreated topic, a fenced attempt, bad config.
+"""
+
+from __future__ import annotations
+
+
+class EosIngestError(Exception):
+    """Base of every error this package raises on purpose."""
+
+    retriable: bool = False
+
+
+class ConfigError(EosIngestError):
+    """A pipeline config is invalid; the message names the key, the value and the fix."""
+
+
+class PlanError(EosIngestError):
+    """Planning found offsets it cannot ingest exactly once."""
+
+
+class OffsetsLostError(PlanError):
+    """Records between the committed offset and the log start were deleted by retention."""
+
+
+class TopicRecreatedError(PlanError):
+    """The last stable offset is below the committed offset: the topic was deleted and recreated."""
+
+
+class TopicNotFoundError(PlanError):
+    """A configured topic does not exist on the cluster."""
+
+
+class KafkaUnavailableError(EosIngestError):
+    """The broker did not answer within the bounded retries."""
+
+    retriable = True
+
+
+class ControlStoreUnavailableError(EosIngestError):
+    """The control database did not answer within the bounded retries."""
+
+    retriable = True
+
+
+class BatchStateError(EosIngestError):
+    """A batch is not in the state the operation needs (unknown id, already committed, ...)."""
+
+
+class FencedError(BatchStateError):
+    """This attempt lost its fence: a newer attempt owns the batch, so this one commits nothing."""
+
+
+class ReadError(EosIngestError):
+    """Spark could not read the planned ranges from Kafka."""
+
+
+class WriteError(EosIngestError):
+    """The Delta replace of the batch's ranges failed."""
+
+
+class QualityGateError(EosIngestError):
+    """Critical expectations failed on the batch before commit; the message names them."""
+
+
+class BackfillRangeError(EosIngestError):
+    """A requested backfill range is invalid; refused before any work."""

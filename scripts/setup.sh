@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# `make setup`: everything a fresh machine needs beyond Python 3.11, JDK 17 and Maven.
+# Idempotent and fast when done: each step keeps a stamp of the inputs it was built from.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+STATE="${EOS_STATE_DIR:-$ROOT/.state}"
+VENV="$ROOT/.venv"
+PYTHON="${EOS_PYTHON:-python3.11}"
+
+need() {
+  command -v "$1" >/dev/null || { echo "setup: '$1' not found. $2" >&2; exit 1; }
+}
+need "$PYTHON" "Install Python 3.11 (Debian: apt-get install python3.11 python3.11-venv) or set EOS_PYTHON."
+need java "Install OpenJDK 17 (Debian: apt-get install openjdk-17-jdk-headless)."
+need mvn "Install Maven (Debian: apt-get install maven)."
+java_major="$(java -version 2>&1 | sed -nE 's/.*version "([0-9]+).*/\1/p' | head -1)"
+if [[ "$java_major" -lt 17 ]]; then
+  echo "setup: Java $java_major found; Kafka 4 and Spark 4.1 need JDK 17 or newer." >&2
+  exit 1
+fi
+mkdir -p "$STATE"
+
+# 1. The virtualenv, from the committed lock. uv makes a cold install take seconds, not minutes.
+want="$(cat "$ROOT/requirements.lock" "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)"
+stamp="$VENV/.eos-stamp"
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "uv==0.13.9"
+  "$VENV/bin/uv" pip sync -q --python "$VENV/bin/python" "$ROOT/requirements.lock"
+  "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" --no-deps -e "$ROOT"
+  echo "$want" > "$stamp"
+  echo "setup: Python packages installed into $VENV"
+fi
+
+# 2. JVM artifacts from Maven Central: the Kafka broker, the Spark Kafka source, Delta.
+"$ROOT/scripts/fetch-jars.sh"

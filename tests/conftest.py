@@ -1,0 +1,7 @@
+"""Fixtures for the whole suite live in tests/fixtures/, one module per component."""
+
+pytest_plugins = [
+    "tests.fixtures.kafka",
+    "tests.fixtures.spark",
+    "tests.fixtures.postgres",
+]

@@ -1,0 +1,50 @@
+"""The pinned versions agree with each other: pip's pyspark, pyspark-client, delta-spark and the jars."""
+
+from __future__ import annotations
+
+import re
+from importlib.metadata import version
+
+from eos_ingest import paths
+
+REQUIREMENTS = (paths.REPO_ROOT / "requirements.in").read_text()
+
+
+def pinned(name: str) -> str:
+    match = re.search(rf"^{re.escape(name)}==(\S+)", REQUIREMENTS, re.MULTILINE | re.IGNORECASE)
+    assert match, f"requirements.in has no exact pin for {name}"
+    return match.group(1)
+
+
+def pom_property(pom: str, prop: str) -> str:
+    text = (paths.REPO_ROOT / "jvm" / pom / "pom.xml").read_text()
+    match = re.search(rf"<{prop}>([^<]+)</{prop}>", text)
+    assert match, f"jvm/{pom}/pom.xml has no <{prop}>"
+    return match.group(1)
+
+
+def test_pyspark_and_pyspark_client_are_one_version() -> None:
+    import pyspark
+
+    # pyspark-client ships the same pyspark/ files: whichever installed last wins, so both must match.
+    assert pyspark.__version__ == pinned("pyspark") == pinned("pyspark-client")
+    assert version("pyspark-client") == version("pyspark") == pyspark.__version__
+
+
+def test_spark_kafka_jar_matches_pyspark() -> None:
+    import pyspark
+
+    assert pom_property("spark-connectors", "spark.version") == pyspark.__version__
+    assert (paths.spark_jars_dir() / f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar").exists()
+
+
+def test_delta_jar_matches_delta_spark() -> None:
+    delta = version("delta-spark")
+    assert pom_property("spark-connectors", "delta.version") == delta == pinned("delta-spark")
+    assert (paths.spark_jars_dir() / f"delta-spark_4.1_2.13-{delta}.jar").exists()
+
+
+def test_broker_is_kafka_4() -> None:
+    kafka = pom_property("kafka-broker", "kafka.version")
+    assert kafka.startswith("4.")
+    assert (paths.kafka_jars_dir() / f"kafka_2.13-{kafka}.jar").exists()
