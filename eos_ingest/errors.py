@@ -67,3 +67,7 @@ class QualityGateError(EosIngestError):
 
 class BackfillRangeError(EosIngestError):
     """A requested backfill range is invalid; refused before any work."""
+
+
+class ControlSchemaError(EosIngestError):
+    """The control database holds a schema this eos-ingest cannot use (written by a newer version)."""

@@ -50,7 +50,9 @@ def session_conf(master: str | None = None) -> dict[str, str]:
     return conf
 
 
-def build_session(app_name: str, master: str = "local[*]", extra: dict[str, str] | None = None) -> SparkSession:
+def build_session(
+    app_name: str, master: str = "local[*]", extra: dict[str, str] | None = None
+) -> SparkSession:
     """A SparkSession with Kafka and Delta on the classpath (used outside spark-submit)."""
     from pyspark.sql import SparkSession
 

@@ -4,4 +4,5 @@ pytest_plugins = [
     "tests.fixtures.kafka",
     "tests.fixtures.spark",
     "tests.fixtures.postgres",
+    "tests.fixtures.pipelines",
 ]

@@ -44,7 +44,9 @@ class TxProducer:
         self.producer.flush(30)
         self.producer.abort_transaction(30)
 
-    def transaction(self, topic: str, values: Iterable[bytes | str | dict], *, commit: bool, partition: int | None = None) -> None:
+    def transaction(
+        self, topic: str, values: Iterable[bytes | str | dict], *, commit: bool, partition: int | None = None
+    ) -> None:
         self.begin()
         self.send(topic, values, partition)
         if commit:
@@ -53,7 +55,9 @@ class TxProducer:
             self.abort()
 
 
-def read_committed(bootstrap: str, topic: str, partitions: int, ends: dict[int, int] | None = None) -> list[tuple[int, int, bytes]]:
+def read_committed(
+    bootstrap: str, topic: str, partitions: int, ends: dict[int, int] | None = None
+) -> list[tuple[int, int, bytes]]:
     """(partition, offset, value) of every committed record from offset 0 to each end (default: the LSO)."""
     consumer = Consumer(
         {
@@ -66,14 +70,19 @@ def read_committed(bootstrap: str, topic: str, partitions: int, ends: dict[int, 
     )
     try:
         if ends is None:
-            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+            ends = {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partitions)
+            }
         todo = {p for p in range(partitions) if ends.get(p, 0) > 0}
         consumer.assign([TopicPartition(topic, p, 0) for p in todo])
         out: list[tuple[int, int, bytes]] = []
         while todo:
             msg = consumer.poll(10)
             if msg is None:
-                raise TimeoutError(f"no record within 10 s while reading {topic}; partitions left: {sorted(todo)}")
+                raise TimeoutError(
+                    f"no record within 10 s while reading {topic}; partitions left: {sorted(todo)}"
+                )
             if msg.error():
                 if msg.error().code() == KafkaError._PARTITION_EOF:
                     todo.discard(msg.partition())

@@ -23,7 +23,9 @@ def test_read_committed_consumer_sees_only_committed_transactions(kafka_bootstra
     assert seen == list(range(0, 10)) + list(range(20, 30))
 
 
-def test_open_transaction_holds_the_last_stable_offset_below_the_high_watermark(kafka_bootstrap: str, make_topic) -> None:
+def test_open_transaction_holds_the_last_stable_offset_below_the_high_watermark(
+    kafka_bootstrap: str, make_topic
+) -> None:
     topic = make_topic(partitions=1)
     producer = TxProducer(kafka_bootstrap)
     producer.transaction(topic, [b"committed"] * 3, commit=True, partition=0)
@@ -40,14 +42,19 @@ def test_open_transaction_holds_the_last_stable_offset_below_the_high_watermark(
         producer.abort()
 
 
-def test_spark_reads_an_explicit_range_read_committed_and_round_trips_delta(spark, kafka_bootstrap: str, make_topic, tmp_path) -> None:
+def test_spark_reads_an_explicit_range_read_committed_and_round_trips_delta(
+    spark, kafka_bootstrap: str, make_topic, tmp_path
+) -> None:
     topic = make_topic(partitions=2)
     producer = TxProducer(kafka_bootstrap)
     producer.transaction(topic, [b"a"] * 4, commit=True, partition=0)
     producer.transaction(topic, [b"aborted"] * 4, commit=False, partition=0)
     producer.transaction(topic, [b"b"] * 4, commit=True, partition=0)
     producer.transaction(topic, [b"c"] * 2, commit=True, partition=1)
-    ends = {0: watermarks(kafka_bootstrap, topic, 0, "read_committed")[1], 1: watermarks(kafka_bootstrap, topic, 1, "read_committed")[1]}
+    ends = {
+        0: watermarks(kafka_bootstrap, topic, 0, "read_committed")[1],
+        1: watermarks(kafka_bootstrap, topic, 1, "read_committed")[1],
+    }
     expected = [(p, o) for p, o, _ in read_committed(kafka_bootstrap, topic, 2, ends)]
 
     df = (

@@ -1,0 +1,207 @@
+"""eos-ingest: plan | run | status | verify | abandon, for one pipeline, without Airflow.
+
+eos-ingest run --pipeline demo        plan a batch (or resume the pending one) and execute it
+eos-ingest verify --pipeline demo     compare Kafka's committed records with the Delta tables
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from eos_ingest.config import PipelineConfig, load_pipeline, load_pipeline_by_name
+from eos_ingest.control_store import Batch, ControlStore
+from eos_ingest.errors import EosIngestError
+from eos_ingest.kafka_offsets import fetch_partition_offsets
+from eos_ingest.planner import plan_ranges
+from eos_ingest.submit import spark_submit_argv, spark_submit_env
+
+
+def load_config(args: argparse.Namespace) -> PipelineConfig:
+    if args.config:
+        return load_pipeline(args.config)
+    return load_pipeline_by_name(args.pipeline)
+
+
+def open_store(config: PipelineConfig) -> ControlStore:
+    store = ControlStore(config.control_db_url)
+    store.ensure_schema()
+    return store
+
+
+def plan_batch(
+    config: PipelineConfig,
+    store: ControlStore,
+    *,
+    allow_data_loss: bool = False,
+    airflow_run_id: str | None = None,
+) -> tuple[Batch | None, bool]:
+    """Plan the next scheduled batch to the LSOs read now, or return the pending one unchanged."""
+    offsets = fetch_partition_offsets(config.kafka_settings, config.topics)
+    note = "data loss accepted by --allow-data-loss" if allow_data_loss else None
+    return store.plan_scheduled(
+        config.name,
+        lambda committed: plan_ranges(
+            committed,
+            offsets,
+            max_records_per_partition=config.max_records_per_partition,
+            start_from=config.start_from,
+            allow_data_loss=allow_data_loss,
+        ),
+        airflow_run_id=airflow_run_id,
+        override_note=note,
+    )
+
+
+def batch_summary(batch: Batch) -> dict[str, object]:
+    return {
+        "batch_id": batch.batch_id,
+        "kind": str(batch.kind.value),
+        "status": str(batch.status.value),
+        "fence": batch.fence,
+        "records_read": batch.records_read,
+        "records_written": batch.records_written,
+        "records_quarantined": batch.records_quarantined,
+        "delta_version": batch.delta_version,
+        "error": batch.error,
+        "note": batch.override_note,
+        "created_at": batch.created_at.isoformat(),
+        "ranges": [
+            {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in batch.ranges
+        ],
+    }
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    config = load_config(args)
+    batch, created = plan_batch(config, open_store(config), allow_data_loss=args.allow_data_loss)
+    if batch is None:
+        print(json.dumps({"pipeline": config.name, "batch": None, "message": "nothing new to ingest"}))
+    else:
+        print(
+            json.dumps({"pipeline": config.name, "created": created, "batch": batch_summary(batch)}, indent=2)
+        )
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = load_config(args)
+    store = open_store(config)
+    batch, created = plan_batch(config, store, allow_data_loss=args.allow_data_loss)
+    if batch is None:
+        print(json.dumps({"pipeline": config.name, "batch": None, "message": "nothing new to ingest"}))
+        return 0
+    print(f"eos-ingest: {'planned' if created else 'resuming'} batch {batch.batch_id}", file=sys.stderr)
+    argv = spark_submit_argv(config.source, batch.batch_id, master=args.master)
+    code = subprocess.run(argv, env=spark_submit_env(), check=False).returncode
+    done = store.get_batch(batch.batch_id)
+    print(json.dumps(batch_summary(done), indent=2))
+    return 0 if code == 0 and done.status.value == "committed" else (code or 1)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    config = load_config(args)
+    store = open_store(config)
+    committed = store.committed_offsets(config.name)
+    partitions = []
+    for o in fetch_partition_offsets(config.kafka_settings, config.topics):
+        at = next(
+            (v for tp, v in committed.items() if tp.topic == o.topic and tp.partition == o.partition), None
+        )
+        partitions.append(
+            {
+                "topic": o.topic,
+                "partition": o.partition,
+                "committed_offset": at,
+                "log_start": o.log_start,
+                "last_stable_offset": o.last_stable,
+                "lag": None if at is None else o.last_stable - at,
+            }
+        )
+    batches = [batch_summary(b) for b in store.list_batches(config.name, limit=args.limit)]
+    print(json.dumps({"pipeline": config.name, "partitions": partitions, "batches": batches}, indent=2))
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from eos_ingest.spark_session import build_session
+    from eos_ingest.verify import verify
+
+    config = load_config(args)
+    store = open_store(config)
+    spark = build_session(f"eos-ingest verify {config.name}", master="local[2]")
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        report = verify(
+            spark,
+            config.kafka_settings,
+            store.committed_ranges(config.name),
+            [str(config.output_path), str(config.quarantine_path)],
+            config.topics,
+        )
+    finally:
+        spark.stop()
+    print(json.dumps({"pipeline": config.name, **report.to_dict()}, indent=2))
+    return 0 if report.ok else 1
+
+
+def cmd_abandon(args: argparse.Namespace) -> int:
+    config = load_config(args)
+    open_store(config).abandon_batch(args.batch_id, args.reason)
+    print(json.dumps({"batch_id": args.batch_id, "status": "abandoned"}))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="eos-ingest", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, func, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        which = p.add_mutually_exclusive_group(required=True)
+        which.add_argument("--pipeline", help="pipeline name (pipelines/<name>.yaml)")
+        which.add_argument("--config", type=Path, help="path of a pipeline YAML file")
+        p.set_defaults(func=func)
+        return p
+
+    for name, func, text in (
+        ("plan", cmd_plan, "plan the next batch"),
+        ("run", cmd_run, "plan and execute a batch"),
+    ):
+        p = command(name, func, text)
+        p.add_argument(
+            "--allow-data-loss",
+            action="store_true",
+            help="skip offsets lost to retention (recorded on the batch); refused without it",
+        )
+        if name == "run":
+            p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    command("status", cmd_status, "offsets, lag and recent batches").add_argument(
+        "--limit", type=int, default=10
+    )
+    command("verify", cmd_verify, "compare Kafka's committed records with the output tables")
+    p = command("abandon", cmd_abandon, "give up a planned batch (operator action)")
+    p.add_argument("--batch-id", type=int, required=True)
+    p.add_argument("--reason", required=True)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except EosIngestError as exc:
+        print(f"eos-ingest: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 75 if exc.retriable else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

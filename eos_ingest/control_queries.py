@@ -1,0 +1,194 @@
+"""Row-level reads and writes of the control tables, shared by ControlStore's transactions.
+
+Every function takes the caller's Connection and never commits: ControlStore decides where a
+transaction starts and ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, and_, insert, select, text, update
+
+from eos_ingest.control_schema import (
+    BatchKind,
+    BatchStatus,
+    advisory_key,
+    batch_ranges,
+    batches,
+    offsets,
+    utc_now,
+)
+from eos_ingest.errors import FencedError, PlanError
+from eos_ingest.planner import Plan, PlannedRange, TopicPartition
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One row of eos_batches with its ranges (sorted by topic, partition)."""
+
+    batch_id: int
+    pipeline: str
+    kind: BatchKind
+    status: BatchStatus
+    fence: int
+    records_read: int | None
+    records_written: int | None
+    records_quarantined: int | None
+    delta_version: int | None
+    quarantine_delta_version: int | None
+    dq_success: bool | None
+    dq_result: str | None
+    dq_report_path: str | None
+    override_note: str | None
+    error: str | None
+    airflow_run_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    committed_at: datetime | None
+    ranges: tuple[PlannedRange, ...]
+
+
+def lock_pipeline(conn: Connection, pipeline: str) -> None:
+    """Serialize planners (and resets) of one pipeline. SQLite: BEGIN IMMEDIATE already did."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(:key)"), {"key": advisory_key(f"eos:pipeline:{pipeline}")}
+        )
+
+
+def committed(conn: Connection, pipeline: str) -> dict[TopicPartition, int]:
+    rows = conn.execute(select(offsets).where(offsets.c.pipeline == pipeline))
+    return {TopicPartition(r.topic, r.partition): int(r.committed_offset) for r in rows}
+
+
+def pending(conn: Connection, pipeline: str) -> Batch | None:
+    found = load(
+        conn,
+        and_(
+            batches.c.pipeline == pipeline,
+            batches.c.kind == BatchKind.SCHEDULED.value,
+            batches.c.status == BatchStatus.PLANNED.value,
+        ),
+        1,
+    )
+    return found[0] if found else None
+
+
+def load(conn: Connection, where: Any, limit: int) -> list[Batch]:
+    rows = conn.execute(select(batches).where(where).order_by(batches.c.batch_id.desc()).limit(limit)).all()
+    ranges: dict[int, list[PlannedRange]] = {int(r.batch_id): [] for r in rows}
+    if ranges:
+        query = (
+            select(batch_ranges)
+            .where(batch_ranges.c.batch_id.in_(list(ranges)))
+            .order_by(batch_ranges.c.topic, batch_ranges.c.partition)
+        )
+        for r in conn.execute(query):
+            ranges[int(r.batch_id)].append(range_of(r))
+    return [batch_of(row, tuple(ranges[int(row.batch_id)])) for row in rows]
+
+
+def range_of(row: Row[Any]) -> PlannedRange:
+    return PlannedRange(row.topic, int(row.partition), int(row.start_offset), int(row.end_offset))
+
+
+def batch_of(row: Row[Any], ranges: tuple[PlannedRange, ...]) -> Batch:
+    values = dict(row._mapping)
+    values["batch_id"] = int(values["batch_id"])
+    values["kind"] = BatchKind(values["kind"])
+    values["status"] = BatchStatus(values["status"])
+    values["dq_success"] = None if values["dq_success"] is None else bool(values["dq_success"])
+    return Batch(**values, ranges=ranges)
+
+
+def insert_batch(
+    conn: Connection,
+    pipeline: str,
+    kind: BatchKind,
+    ranges: Sequence[PlannedRange],
+    note: str | None,
+    airflow_run_id: str | None,
+) -> int:
+    now = utc_now()
+    batch_id = int(
+        conn.execute(
+            insert(batches).values(
+                pipeline=pipeline, kind=kind.value, status=BatchStatus.PLANNED.value, fence=0,
+                override_note=note, airflow_run_id=airflow_run_id, created_at=now, updated_at=now,
+            ).returning(batches.c.batch_id)
+        ).scalar_one()
+    )  # fmt: skip
+    conn.execute(
+        insert(batch_ranges),
+        [
+            {"batch_id": batch_id, "topic": r.topic, "partition": r.partition,
+             "start_offset": r.start, "end_offset": r.end}
+            for r in ranges
+        ],
+    )  # fmt: skip
+    return batch_id
+
+
+def cas_offset(
+    conn: Connection,
+    pipeline: str,
+    topic: str,
+    partition: int,
+    expected: int,
+    new: int,
+    now: datetime,
+    batch_id: int | None = None,
+) -> None:
+    """committed_offset: expected -> new, or FencedError (the caller's transaction rolls back)."""
+    key = and_(offsets.c.pipeline == pipeline, offsets.c.topic == topic, offsets.c.partition == partition)
+    changed = conn.execute(
+        update(offsets)
+        .where(key, offsets.c.committed_offset == expected)
+        .values(committed_offset=new, updated_at=now)
+    )
+    if changed.rowcount != 1:
+        actual = conn.execute(select(offsets.c.committed_offset).where(key)).scalar_one_or_none()
+        who = f"batch {batch_id}" if batch_id is not None else f"plan of pipeline {pipeline!r}"
+        raise FencedError(
+            f"{who}: committed_offset of {topic}[{partition}] is {actual}, expected {expected}: the "
+            "offsets moved outside this batch (a concurrent commit or an operator reset); nothing was committed"
+        )
+
+
+def check_plan(
+    pipeline: str, plan: Plan, committed: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """Where each partition's range must start; PlanError if the plan does not start there.
+
+    A range that does not start at the committed offset would leave a gap or a duplicate, and its
+    commit could never pass the compare-and-set: refuse it at plan time, with the partition named.
+    """
+    starts = dict(committed)
+    for lost in plan.skipped:
+        if (
+            starts.get(TopicPartition(lost.topic, lost.partition)) != lost.committed
+            or lost.log_start <= lost.committed
+        ):
+            raise PlanError(
+                f"plan of {pipeline!r}: lost offsets {lost} do not match committed offsets {committed}"
+            )
+        starts[TopicPartition(lost.topic, lost.partition)] = lost.log_start
+    first = {TopicPartition(r.topic, r.partition): r.start for r in plan.ranges}
+    for tp in plan.new_partitions:
+        if tp in committed or tp not in first:
+            raise PlanError(f"plan of {pipeline!r}: new partition {tp} already has an offset or has no range")
+        starts[tp] = first[tp]
+    for r in plan.ranges:
+        expected = starts.get(TopicPartition(r.topic, r.partition))
+        if expected != r.start or r.end < r.start:
+            raise PlanError(
+                f"plan of {pipeline!r}: range {r.topic}[{r.partition}] [{r.start}, {r.end}) must start at "
+                f"the committed offset {expected} and not end before it; this is a planner bug, not bad data"
+            )
+    if len(first) != len(plan.ranges):
+        raise PlanError(f"plan of {pipeline!r}: a partition has more than one range: {plan.ranges}")
+    return starts

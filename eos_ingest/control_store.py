@@ -1,0 +1,384 @@
+"""The control store: committed offsets, batches and their ranges (SQLite or PostgreSQL, SQLAlchemy Core).
+
+It implements steps 1 (plan), 2 (fence) and 7 (commit) of the exactly-once protocol in
+DESIGN.md: every state change is one short transaction guarded by a compare-and-set, so a
+retry, a zombie attempt or a second scheduler can never move offsets twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+from sqlalchemy import Connection, and_, insert, select, update
+from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+from eos_ingest import control_queries as q
+from eos_ingest.control_engine import TransactionRunner
+from eos_ingest.control_queries import Batch
+from eos_ingest.control_schema import (
+    BatchKind,
+    BatchStatus,
+    batch_ranges,
+    batches,
+    offsets,
+    utc_now,
+)
+from eos_ingest.control_schema import ensure_schema as _ensure_schema
+from eos_ingest.errors import BackfillRangeError, BatchStateError, FencedError
+from eos_ingest.planner import Plan, PlannedRange, TopicPartition
+
+__all__ = ["Batch", "BatchKind", "BatchStatus", "ControlStore"]
+
+log = logging.getLogger(__name__)
+
+
+class ControlStore:
+    """The control tables of every pipeline in one database (a SQLite file or PostgreSQL).
+
+    Concurrency: on SQLite every write transaction starts with BEGIN IMMEDIATE, so writers queue
+    on the database lock (busy_timeout 30 s) instead of failing with "database is locked". On
+    PostgreSQL we stay at READ COMMITTED rather than SERIALIZABLE: each invariant is guarded either
+    by one conditional UPDATE (PostgreSQL locks the row and re-checks the WHERE after waiting, so it
+    is an atomic compare-and-set) or by a per-pipeline advisory lock held to commit (plan, backfill,
+    reset). SERIALIZABLE would add spurious serialization failures that every caller must retry,
+    and would blur a real fence race into a retriable error.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_attempts: int = 3,
+        retry_backoff_s: float = 1.0,
+        connect_timeout_s: int = 2,
+    ) -> None:
+        """Open (lazily) the database at `url`, a SQLAlchemy URL: sqlite:///<file> or
+        postgresql+psycopg://user:password@host:port/db.
+
+        An unreachable database is retried connect_attempts times, sleeping retry_backoff_s,
+        then twice that, ...; then ControlStoreUnavailableError. With the defaults a refused
+        connection gives up after 3 s, a silent host after 3 x 2 s (PostgreSQL connect timeout;
+        libpq rounds anything below 2 s up to 2 s) + 3 s = 9 s."""
+        self._db = TransactionRunner(url, connect_attempts, retry_backoff_s, connect_timeout_s)
+        self.safe_url = self._db.safe_url
+
+    def close(self) -> None:
+        """Close pooled connections (a PostgreSQL database cannot be dropped while they are open)."""
+        self._db.dispose()
+
+    # -- schema and reads ----------------------------------------------------------------------
+
+    def ensure_schema(self) -> None:
+        """Create the control tables, or migrate them to this version. Idempotent; safe to race."""
+        try:
+            self._db.run(_ensure_schema, write=True)
+        except (ProgrammingError, IntegrityError) as exc:
+            # Our lock serializes our own callers; only a writer without it could race the CREATE
+            # (PostgreSQL reports "already exists" or a duplicate pg_type key). It has committed by
+            # now, so a second pass sees its tables.
+            if "already exists" not in str(exc) and "duplicate key" not in str(exc):
+                raise
+            self._db.run(_ensure_schema, write=True)
+
+    def committed_offsets(self, pipeline: str) -> dict[TopicPartition, int]:
+        """The next offset to ingest, per partition the pipeline has seen."""
+        return self._db.run(lambda conn: q.committed(conn, pipeline), write=False)
+
+    def get_batch(self, batch_id: int) -> Batch:
+        """The batch, or BatchStateError if the id is unknown."""
+        return self._db.run(lambda conn: self._require(conn, batch_id), write=False)
+
+    def list_batches(self, pipeline: str, limit: int = 20) -> list[Batch]:
+        """The pipeline's most recent batches, newest first."""
+        query = batches.c.pipeline == pipeline
+        return self._db.run(lambda conn: q.load(conn, query, limit), write=False)
+
+    def pending_scheduled_batch(self, pipeline: str) -> Batch | None:
+        """The planned scheduled batch of the pipeline, if any (there is at most one)."""
+        return self._db.run(lambda conn: q.pending(conn, pipeline), write=False)
+
+    def committed_ranges(self, pipeline: str, topic: str | None = None) -> list[PlannedRange]:
+        """Non-empty ranges of committed batches (scheduled and backfill): what `verify` checks."""
+        query = (
+            select(batch_ranges)
+            .join(batches, batches.c.batch_id == batch_ranges.c.batch_id)
+            .where(
+                batches.c.pipeline == pipeline,
+                batches.c.status == BatchStatus.COMMITTED.value,
+                batch_ranges.c.start_offset < batch_ranges.c.end_offset,
+            )
+            .order_by(batch_ranges.c.topic, batch_ranges.c.partition, batch_ranges.c.start_offset)
+        )
+        if topic is not None:
+            query = query.where(batch_ranges.c.topic == topic)
+        return self._db.run(lambda conn: [q.range_of(r) for r in conn.execute(query)], write=False)
+
+    # -- plan ----------------------------------------------------------------------------------
+
+    def plan_scheduled(
+        self,
+        pipeline: str,
+        make_plan: Callable[[dict[TopicPartition, int]], Plan],
+        *,
+        airflow_run_id: str | None = None,
+        override_note: str | None = None,
+    ) -> tuple[Batch | None, bool]:
+        """Step 1 of the protocol, in one short transaction. Returns (batch, created):
+
+        - (pending, False): a planned scheduled batch exists; it is returned unchanged and
+          make_plan is not called, so a retry re-runs exactly the same ranges;
+        - (batch, True): make_plan(committed offsets) was persisted as a new planned batch;
+        - (None, True): the plan holds no records, so no batch (and no Spark work); new
+          partitions' offsets and accepted losses (plan.skipped) are still recorded.
+
+        make_plan must be pure: if it raises, nothing is written. New partitions start at their
+        range's start; a skipped (lost) partition's committed offset moves to its log start and
+        the loss is appended to the batch's override_note.
+        """
+
+        def run(conn: Connection) -> tuple[Batch | None, bool]:
+            q.lock_pipeline(conn, pipeline)
+            pending = q.pending(conn, pipeline)
+            if pending is not None:
+                return pending, False
+            committed = q.committed(conn, pipeline)
+            plan = make_plan(dict(committed))
+            starts = q.check_plan(pipeline, plan, committed)
+            now = utc_now()
+            for tp in plan.new_partitions:
+                conn.execute(
+                    insert(offsets).values(
+                        pipeline=pipeline, topic=tp.topic, partition=tp.partition,
+                        committed_offset=starts[tp], updated_at=now,
+                    )
+                )  # fmt: skip
+            losses = []
+            for lost in plan.skipped:
+                q.cas_offset(conn, pipeline, lost.topic, lost.partition, lost.committed, lost.log_start, now)
+                losses.append(f"{lost.topic}[{lost.partition}] [{lost.committed}, {lost.log_start})")
+            loss_note = (
+                f"data loss accepted, offsets deleted by retention: {', '.join(losses)}" if losses else None
+            )
+            note = "; ".join(n for n in (override_note, loss_note) if n) or None
+            if not plan.has_records:
+                if loss_note:
+                    log.warning("pipeline %s: %s (no records to plan)", pipeline, loss_note)
+                return None, True
+            batch_id = q.insert_batch(conn, pipeline, BatchKind.SCHEDULED, plan.ranges, note, airflow_run_id)
+            return self._require(conn, batch_id), True
+
+        return self._db.run(run, write=True)
+
+    def create_backfill(
+        self,
+        pipeline: str,
+        ranges: Sequence[PlannedRange],
+        *,
+        reason: str,
+        airflow_run_id: str | None = None,
+    ) -> Batch:
+        """A planned backfill batch re-ingesting ranges below the committed offsets.
+
+        Each range must be non-empty and inside [0, committed_offset) of a partition the pipeline
+        has offsets for (checked here, in the same transaction); checking it against the log start
+        needs Kafka and is the caller's job. A backfill may be planned while a scheduled batch is;
+        it never moves committed offsets. `reason` is kept in override_note.
+        """
+        if not ranges:
+            raise BackfillRangeError(f"backfill of pipeline {pipeline!r}: no ranges given; pass at least one")
+        if not reason.strip():
+            raise BackfillRangeError(
+                f"backfill of pipeline {pipeline!r}: reason is empty; say why it is needed"
+            )
+
+        def run(conn: Connection) -> Batch:
+            q.lock_pipeline(conn, pipeline)  # no operator reset moves the offsets under our check
+            committed = q.committed(conn, pipeline)
+            seen: set[TopicPartition] = set()
+            for r in ranges:
+                tp = TopicPartition(r.topic, r.partition)
+                where = (
+                    f"backfill range {r.topic}[{r.partition}] [{r.start}, {r.end}) of pipeline {pipeline!r}"
+                )
+                if tp in seen:
+                    raise BackfillRangeError(
+                        f"{where}: the partition appears twice; merge its ranges into one"
+                    )
+                seen.add(tp)
+                if tp not in committed:
+                    raise BackfillRangeError(
+                        f"{where}: the pipeline has no committed offset for this partition; only "
+                        "offsets already ingested by scheduled batches can be backfilled"
+                    )
+                end = committed[tp]
+                if not 0 <= r.start < r.end <= end:
+                    raise BackfillRangeError(
+                        f"{where} is not a non-empty range inside [0, {end}) (committed_offset={end}): "
+                        f"choose start < end <= {end}; offsets from {end} on are ingested by scheduled batches"
+                    )
+            batch_id = q.insert_batch(
+                conn, pipeline, BatchKind.BACKFILL, tuple(ranges), reason, airflow_run_id
+            )
+            return self._require(conn, batch_id)
+
+        return self._db.run(run, write=True)
+
+    # -- run and commit --------------------------------------------------------------------------
+
+    def take_fence(self, batch_id: int) -> int:
+        """Step 2: increment a planned batch's fence and return it; only that value can commit."""
+
+        def run(conn: Connection) -> int:
+            where = and_(batches.c.batch_id == batch_id, batches.c.status == BatchStatus.PLANNED.value)
+            changed = conn.execute(
+                update(batches).where(where).values(fence=batches.c.fence + 1, updated_at=utc_now())
+            )
+            if changed.rowcount != 1:
+                batch = self._require(conn, batch_id)
+                raise BatchStateError(
+                    f"batch {batch_id} is {batch.status.value}, not planned: only a planned batch can be "
+                    "run; plan a new batch (or a backfill) to ingest its ranges again"
+                )
+            return int(
+                conn.execute(select(batches.c.fence).where(batches.c.batch_id == batch_id)).scalar_one()
+            )
+
+        return self._db.run(run, write=True)
+
+    def commit_batch(
+        self,
+        batch_id: int,
+        fence: int,
+        *,
+        records_read: int,
+        records_written: int,
+        records_quarantined: int,
+        delta_version: int | None,
+        quarantine_delta_version: int | None,
+    ) -> Batch:
+        """Step 7, one transaction: mark the batch committed only if it is planned with this fence,
+        and for a scheduled batch move each partition's committed offset start -> end by
+        compare-and-set. Any mismatch rolls everything back and raises FencedError."""
+        counts = (records_read, records_written, records_quarantined)
+        if min(counts) < 0 or records_read != records_written + records_quarantined:
+            raise ValueError(
+                f"batch {batch_id}: records_read={records_read} must equal records_written="
+                f"{records_written} + records_quarantined={records_quarantined} (none negative): "
+                "every record read is either written or quarantined, never dropped"
+            )
+
+        def run(conn: Connection) -> Batch:
+            now = utc_now()
+            where = and_(
+                batches.c.batch_id == batch_id,
+                batches.c.status == BatchStatus.PLANNED.value,
+                batches.c.fence == fence,
+            )
+            changed = conn.execute(
+                update(batches).where(where).values(
+                    status=BatchStatus.COMMITTED.value, records_read=records_read,
+                    records_written=records_written, records_quarantined=records_quarantined,
+                    delta_version=delta_version, quarantine_delta_version=quarantine_delta_version,
+                    error=None, updated_at=now, committed_at=now,
+                )
+            )  # fmt: skip
+            batch = self._require(conn, batch_id)
+            if changed.rowcount != 1:
+                raise FencedError(
+                    f"batch {batch_id}: this attempt holds fence {fence} but the batch is "
+                    f"{batch.status.value} with fence {batch.fence}: another attempt owns or finished "
+                    "it, so this attempt commits nothing"
+                )
+            if batch.kind is BatchKind.SCHEDULED:
+                for r in batch.ranges:
+                    q.cas_offset(conn, batch.pipeline, r.topic, r.partition, r.start, r.end, now, batch_id)
+            return batch
+
+        return self._db.run(run, write=True)
+
+    def fail_batch(self, batch_id: int, fence: int, error: str) -> bool:
+        """Mark the batch failed if it is still planned with this fence; False (no-op) otherwise.
+
+        A failed scheduled batch frees the pipeline's single planned slot; the next plan starts
+        from the same committed offsets, which is right because they did not move."""
+        return self._set_status(batch_id, BatchStatus.FAILED, error, fence) == 1
+
+    def abandon_batch(self, batch_id: int, reason: str) -> None:
+        """Operator action: planned -> abandoned (reason kept in `error`); a running attempt will
+        then be fenced at commit. BatchStateError if the batch is not planned."""
+        if self._set_status(batch_id, BatchStatus.ABANDONED, f"abandoned: {reason}", None) != 1:
+            batch = self.get_batch(batch_id)
+            raise BatchStateError(
+                f"batch {batch_id} is {batch.status.value}, not planned: nothing to abandon"
+            )
+
+    def record_quality(
+        self, batch_id: int, *, success: bool, result_json: str, report_path: str | None
+    ) -> None:
+        """Step 8: store the data-quality result on the batch (committed batches included)."""
+
+        def run(conn: Connection) -> None:
+            values = {"dq_success": success, "dq_result": result_json, "dq_report_path": report_path}
+            changed = conn.execute(
+                update(batches).where(batches.c.batch_id == batch_id).values(**values, updated_at=utc_now())
+            )
+            if changed.rowcount != 1:
+                self._require(conn, batch_id)
+
+        self._db.run(run, write=True)
+
+    def reset_offsets(
+        self, pipeline: str, topic: str, partition_to_offset: Mapping[int, int], reason: str
+    ) -> dict[int, int | None]:
+        """Operator action after a topic was deleted and recreated (its offsets restarted): set the
+        committed offsets of the given partitions (others are untouched) and return the previous
+        ones (None where there was none). Refused while a scheduled batch is planned: abandon it
+        first, since its ranges belong to the old topic. The reason is logged at WARNING."""
+        if not reason.strip() or not partition_to_offset or min(partition_to_offset.values()) < 0:
+            raise ValueError(
+                f"reset_offsets of {pipeline!r} {topic}: give a reason and at least one partition, "
+                f"with offsets >= 0 (got {dict(partition_to_offset)})"
+            )
+
+        def run(conn: Connection) -> dict[int, int | None]:
+            q.lock_pipeline(conn, pipeline)
+            pending = q.pending(conn, pipeline)
+            if pending is not None:
+                raise BatchStateError(
+                    f"pipeline {pipeline!r} has planned scheduled batch {pending.batch_id}: run it to "
+                    "completion or abandon it before resetting offsets"
+                )
+            before = {tp.partition: o for tp, o in q.committed(conn, pipeline).items() if tp.topic == topic}
+            now = utc_now()
+            for partition, offset in sorted(partition_to_offset.items()):
+                key = {"pipeline": pipeline, "topic": topic, "partition": partition}
+                if partition in before:
+                    where = and_(*(offsets.c[k] == v for k, v in key.items()))
+                    conn.execute(update(offsets).where(where).values(committed_offset=offset, updated_at=now))
+                else:
+                    conn.execute(insert(offsets).values(**key, committed_offset=offset, updated_at=now))
+            log.warning(
+                "pipeline %s: committed offsets of %s reset to %s (were %s): %s",
+                pipeline, topic, dict(partition_to_offset), before, reason,
+            )  # fmt: skip
+            return {p: before.get(p) for p in partition_to_offset}
+
+        return self._db.run(run, write=True)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _set_status(self, batch_id: int, status: BatchStatus, error: str, fence: int | None) -> int:
+        conditions = [batches.c.batch_id == batch_id, batches.c.status == BatchStatus.PLANNED.value]
+        if fence is not None:
+            conditions.append(batches.c.fence == fence)
+        query = (
+            update(batches).where(*conditions).values(status=status.value, error=error, updated_at=utc_now())
+        )
+        return self._db.run(lambda conn: int(conn.execute(query).rowcount), write=True)
+
+    def _require(self, conn: Connection, batch_id: int) -> Batch:
+        found = q.load(conn, batches.c.batch_id == batch_id, 1)
+        if not found:
+            raise BatchStateError(f"batch {batch_id} does not exist in the control store {self.safe_url}")
+        return found[0]

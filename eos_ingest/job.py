@@ -1,0 +1,40 @@
+"""The body of the spark-submit job, kept in the package so it is tested like the rest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from eos_ingest.config import load_pipeline
+from eos_ingest.control_store import ControlStore
+from eos_ingest.errors import EosIngestError, FencedError
+from eos_ingest.ingest import BatchResult, execute_batch
+
+
+def run_job(config_path: Path, batch_id: int) -> BatchResult:
+    """Take a new fence and execute a planned batch.
+
+    A non-retriable error of ours (bad data for the gate, a write refused, ...) marks the batch
+    failed with its text, under our fence only, so a zombie cannot fail a batch it lost. Anything
+    else (a broker restart mid-read, a killed executor) leaves it planned: a retry re-runs the
+    same ranges and the replace makes the result identical.
+    """
+    from pyspark.sql import SparkSession
+
+    config = load_pipeline(config_path)
+    store = ControlStore(config.control_db_url)
+    store.ensure_schema()
+    fence = store.take_fence(batch_id)
+    spark = SparkSession.builder.appName(f"eos-ingest {config.name} batch {batch_id}").getOrCreate()
+    try:
+        result = execute_batch(spark, config, store, batch_id, fence)
+    except FencedError:
+        raise  # the batch belongs to a newer attempt: leave it alone
+    except EosIngestError as exc:
+        if not exc.retriable:
+            store.fail_batch(batch_id, fence, f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        spark.stop()
+    print(json.dumps({"status": "committed", **result.__dict__}))
+    return result

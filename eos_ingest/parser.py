@@ -1,0 +1,97 @@
+"""Turn Kafka rows into output rows, and values that do not parse into quarantine rows.
+
+Nothing is dropped: every row read lands in exactly one of the two frames, so
+read = written + quarantined holds by construction and is checked again before commit.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from eos_ingest.config import PipelineConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+# Identity first: Delta keeps min/max statistics for the leading columns, and a replace of a
+# range prunes files with them.
+IDENTITY_COLUMNS = ("kafka_topic", "kafka_partition", "kafka_offset")
+META_COLUMNS = (*IDENTITY_COLUMNS, "kafka_timestamp", "kafka_key", "batch_id")
+QUARANTINE_COLUMNS = (*META_COLUMNS, "raw_value", "error")
+_CORRUPT = "_eos_corrupt_record"
+_ERROR = "_eos_error"
+
+
+def _meta(batch_id: int) -> list[Column]:
+    from pyspark.sql import functions as F
+
+    return [
+        F.col("topic").alias("kafka_topic"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        F.col("timestamp").alias("kafka_timestamp"),
+        F.col("key").alias("kafka_key"),
+        F.lit(batch_id).cast("bigint").alias("batch_id"),
+    ]
+
+
+def parse(kafka_rows: DataFrame, config: PipelineConfig, batch_id: int) -> DataFrame:
+    """One frame with the output columns plus `_eos_error` (null for good rows) and the raw value."""
+    from pyspark.sql import functions as F
+
+    payload_names = [name for name, _ in config.payload_columns]
+    if config.value.format == "raw":
+        return kafka_rows.select(
+            *_meta(batch_id),
+            F.col("value").alias("value"),
+            F.col("value").alias("raw_value"),
+            F.lit(None).cast("string").alias(_ERROR),
+        )
+    ddl = f"{config.value.schema}, {_CORRUPT} STRING"
+    text = F.col("value").cast("string")
+    parsed = F.from_json(text, ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
+    error = (
+        F.when(F.col("value").isNull(), F.lit("null value (tombstone): a JSON value was expected"))
+        .when(F.get_json_object(text, "$").isNull(), F.lit("value is not valid JSON"))
+        .when(
+            F.col("_parsed").isNull() | F.col(f"_parsed.{_CORRUPT}").isNotNull(),
+            F.lit(f"value does not match the declared schema: {config.value.schema}"),
+        )
+    )
+    return kafka_rows.select(*[F.col(c) for c in kafka_rows.columns], parsed.alias("_parsed")).select(
+        *_meta(batch_id),
+        *[F.col(f"_parsed.{name}").alias(name) for name in payload_names],
+        F.col("value").alias("raw_value"),
+        error.alias(_ERROR),
+    )
+
+
+def output_rows(parsed: DataFrame, config: PipelineConfig) -> DataFrame:
+    """Rows that parsed, in the table's column order, with event_date from the Kafka timestamp (UTC)."""
+    from pyspark.sql import functions as F
+
+    payload = ["value"] if config.value.format == "raw" else [n for n, _ in config.payload_columns]
+    return parsed.where(F.col(_ERROR).isNull()).select(
+        *META_COLUMNS, *payload, F.to_date(F.col("kafka_timestamp")).alias("event_date")
+    )
+
+
+def quarantine_rows(parsed: DataFrame) -> DataFrame:
+    """Rows that did not parse: identity, raw key and value, and why."""
+    from pyspark.sql import functions as F
+
+    return parsed.where(F.col(_ERROR).isNotNull()).select(
+        *META_COLUMNS, "raw_value", F.col(_ERROR).alias("error")
+    )
+
+
+def count_split(parsed: DataFrame) -> tuple[int, int]:
+    """(good, quarantined) in one pass over the parsed frame."""
+    from pyspark.sql import functions as F
+
+    row = parsed.agg(
+        F.count(F.when(F.col(_ERROR).isNull(), 1)).alias("good"),
+        F.count(F.when(F.col(_ERROR).isNotNull(), 1)).alias("bad"),
+    ).first()
+    assert row is not None  # an aggregate without grouping always yields one row
+    return int(row["good"]), int(row["bad"])

@@ -1,0 +1,195 @@
+"""Independent check of exactly-once: Kafka's committed records vs. the output tables.
+
+Ground truth is a plain confluent-kafka consumer with isolation.level=read_committed reading every
+committed range of the pipeline; it shares no code with the Spark job's read. The output (table +
+quarantine) must hold each of those identities exactly once and nothing else.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from eos_ingest.kafka_offsets import fetch_partition_offsets
+from eos_ingest.planner import PlannedRange
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+Identity = tuple[str, int, int]
+
+
+@dataclass
+class VerifyReport:
+    expected: int
+    found: int
+    duplicates: int
+    missing: int
+    unexpected: int
+    # Output rows whose source records Kafka no longer has (retention): neither missing nor unexpected.
+    unverifiable: int = 0
+    examples: dict[str, list[Identity]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.duplicates == 0 and self.missing == 0 and self.unexpected == 0
+
+    def to_dict(self) -> dict[str, object]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def merge_ranges(ranges: Iterable[PlannedRange]) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """Per partition, the sorted union of [start, end) intervals (empty ones dropped)."""
+    by_tp: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for r in sorted(ranges, key=lambda r: (r.topic, r.partition, r.start)):
+        if r.end <= r.start:
+            continue
+        spans = by_tp.setdefault((r.topic, r.partition), [])
+        if spans and r.start <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], r.end))
+        else:
+            spans.append((r.start, r.end))
+    return by_tp
+
+
+def read_committed_identities(
+    kafka_settings: Mapping[str, str],
+    spans: Mapping[tuple[str, int], Sequence[tuple[int, int]]],
+    timeout_s: float = 30.0,
+) -> set[Identity]:
+    """Identities of the committed records inside `spans`, read with a read_committed consumer."""
+    consumer = Consumer(
+        {
+            **kafka_settings,
+            "group.id": f"eos-ingest-verify-{uuid.uuid4().hex}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",
+        }
+    )
+    found: set[Identity] = set()
+    try:
+        for (topic, partition), intervals in spans.items():
+            for start, end in intervals:
+                found.update(_read_interval(consumer, topic, partition, start, end, timeout_s))
+    finally:
+        consumer.close()
+    return found
+
+
+def _read_interval(
+    consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout_s: float
+) -> set[Identity]:
+    consumer.assign([TopicPartition(topic, partition, start)])
+    out: set[Identity] = set()
+    while True:
+        msg = consumer.poll(timeout_s)
+        if msg is None:
+            raise TimeoutError(
+                f"verify: no answer within {timeout_s}s reading {topic}[{partition}] [{start}, {end})"
+            )
+        error = msg.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                # End of the committed log: the interval is below the LSO, so we are done with it.
+                break
+            raise RuntimeError(f"verify: reading {topic}[{partition}] at {start}: {error}")
+        offset = int(msg.offset() or 0)
+        if offset >= end:
+            break
+        out.add((topic, partition, offset))
+        if offset + 1 >= end:
+            break
+    consumer.unassign()
+    return out
+
+
+def output_identities(
+    spark: SparkSession, table_paths: Sequence[str], topics: Sequence[str]
+) -> Counter[Identity]:
+    """How many times each identity of `topics` appears across the Delta tables that exist."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    counts: Counter[Identity] = Counter()
+    for path in table_paths:
+        if not DeltaTable.isDeltaTable(spark, path):
+            continue
+        rows = (
+            spark.read.format("delta")
+            .load(path)
+            .where(F.col("kafka_topic").isin(list(topics)))
+            .groupBy("kafka_topic", "kafka_partition", "kafka_offset")
+            .count()
+            .collect()
+        )
+        for row in rows:
+            counts[(row[0], int(row[1]), int(row[2]))] += int(row[3])
+    return counts
+
+
+def compare(
+    expected: set[Identity], found: Counter[Identity], gone: set[Identity] | None = None, examples: int = 5
+) -> VerifyReport:
+    """Duplicates (extra copies), missing and unexpected identities, with a few examples of each.
+
+    `gone` are identities in committed ranges below today's log start: Kafka cannot vouch for them.
+    """
+    gone = gone or set()
+    dup = {i: n for i, n in found.items() if n > 1}
+    missing = expected - found.keys()
+    unexpected = found.keys() - expected - gone
+    return VerifyReport(
+        expected=len(expected),
+        found=sum(found.values()),
+        duplicates=sum(n - 1 for n in dup.values()),
+        missing=len(missing),
+        unexpected=len(unexpected),
+        unverifiable=len(found.keys() & gone),
+        examples={
+            "duplicates": sorted(dup)[:examples],
+            "missing": sorted(missing)[:examples],
+            "unexpected": sorted(unexpected)[:examples],
+        },
+    )
+
+
+def verify(
+    spark: SparkSession,
+    kafka_settings: Mapping[str, str],
+    committed: Iterable[PlannedRange],
+    table_paths: Sequence[str],
+    topics: Sequence[str],
+) -> VerifyReport:
+    """Compare Kafka's committed records of `committed` ranges with the output tables."""
+    spans = merge_ranges(committed)
+    log_starts = {
+        (o.topic, o.partition): o.log_start for o in fetch_partition_offsets(kafka_settings, topics)
+    }
+    readable, below = clip_to_log_start(spans, log_starts)
+    expected = read_committed_identities(kafka_settings, readable)
+    found = output_identities(spark, table_paths, topics)
+    gone = {i for i in found if any(s <= i[2] < e for s, e in below.get((i[0], i[1]), ()))}
+    return compare(expected, found, gone)
+
+
+def clip_to_log_start(
+    spans: Mapping[tuple[str, int], Sequence[tuple[int, int]]], log_starts: Mapping[tuple[str, int], int]
+) -> tuple[dict[tuple[str, int], list[tuple[int, int]]], dict[tuple[str, int], list[tuple[int, int]]]]:
+    """Split committed spans into what Kafka still holds and what retention already deleted."""
+    readable: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    below: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for tp, intervals in spans.items():
+        start_of_log = log_starts.get(tp, 0)
+        for start, end in intervals:
+            if start < start_of_log:
+                below.setdefault(tp, []).append((start, min(end, start_of_log)))
+            if end > start_of_log:
+                readable.setdefault(tp, []).append((max(start, start_of_log), end))
+    return readable, below

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL for tests: scripts/postgres.sh up | down | url | status
+#   up      install the server binaries if missing (Debian apt), initdb once, start, wait until
+#           it accepts connections, create database eos_test. Harmless when already up.
+#   down    stop it (pg_ctl stop -m fast); no process is left. Harmless when already down.
+#   url     print the SQLAlchemy URL of database eos_test.
+#   status  exit 0 when running, 3 when not.
+# Data, socket and log live in $EOS_STATE_DIR/postgres (default <repo>/.state/postgres); it
+# listens on 127.0.0.1:$EOS_PG_PORT (default 55432) only, with trust auth: for tests, never data.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+STATE="${EOS_STATE_DIR:-$ROOT/.state}"
+PGHOME="$STATE/postgres"
+DATA="$PGHOME/data"
+SOCKETS="$PGHOME/run"
+LOG="$PGHOME/postgres.log"
+PORT="${EOS_PG_PORT:-55432}"
+DB=eos_test
+SUPERUSER=postgres          # the database role, whatever OS user runs the server
+OS_USER=postgres            # the OS user that runs the server when we are root
+
+die() { echo "postgres.sh: $*" >&2; exit 1; }
+
+find_bindir() {
+  local dir
+  if command -v initdb >/dev/null && command -v pg_ctl >/dev/null; then
+    dirname "$(readlink -f "$(command -v pg_ctl)")"
+    return 0
+  fi
+  # Debian keeps the server binaries off PATH, one folder per major version: take the newest.
+  for dir in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+    if [[ -x "$dir/initdb" && -x "$dir/pg_ctl" ]]; then
+      echo "$dir"
+      return 0
+    fi
+  done
+  return 1
+}
+
+install_server() {
+  local sudo=()
+  [[ "$(id -u)" -eq 0 ]] || sudo=(sudo)
+  command -v apt-get >/dev/null || die "initdb/pg_ctl not found and apt-get is not available: install the PostgreSQL server (13 or newer) and put its bin folder on PATH"
+  echo "postgres.sh: PostgreSQL server not found; installing Debian's 'postgresql' package" >&2
+  "${sudo[@]}" apt-get update -qq >&2
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >&2
+}
+
+# Run a server command as an unprivileged user: initdb and postgres refuse to run as root.
+as_owner() {
+  if [[ "$(id -u)" -eq 0 ]]; then
+    runuser -u "$OS_USER" -- "$@"
+  else
+    "$@"
+  fi
+}
+
+prepare_owner() {
+  mkdir -p "$PGHOME" "$SOCKETS"
+  [[ "$(id -u)" -eq 0 ]] || return 0
+  if ! id -u "$OS_USER" >/dev/null 2>&1; then
+    useradd --system --user-group --home-dir "$PGHOME" --shell /usr/sbin/nologin "$OS_USER"
+  fi
+  chown -R "$OS_USER:" "$PGHOME"
+  as_owner test -w "$PGHOME" || die "user '$OS_USER' cannot write $PGHOME (a parent folder is not searchable by it, e.g. /root): set EOS_STATE_DIR to a folder outside it"
+}
+
+running() { [[ -f "$DATA/PG_VERSION" ]] && as_owner "$BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; }
+
+psql_() { as_owner "$BIN/psql" -X -q -h 127.0.0.1 -p "$PORT" -U "$SUPERUSER" -v ON_ERROR_STOP=1 "$@"; }
+
+up() {
+  if ! BIN="$(find_bindir)"; then
+    install_server
+    BIN="$(find_bindir)" || die "the 'postgresql' package is installed but initdb/pg_ctl are still not found"
+  fi
+  prepare_owner
+  # One `up` at a time (parallel test workers): the others wait, then find it running.
+  exec 9>"$PGHOME/.lock"
+  flock -w 120 9 || die "timed out waiting for another 'postgres.sh up' (lock $PGHOME/.lock)"
+  if [[ ! -f "$DATA/PG_VERSION" ]]; then
+    rm -rf "$DATA"
+    (cd "$PGHOME" && as_owner "$BIN/initdb" -D "$DATA" -U "$SUPERUSER" --auth=trust -E UTF8 --no-locale --no-sync) >"$PGHOME/initdb.log" 2>&1 || { cat "$PGHOME/initdb.log" >&2; die "initdb failed"; }
+    # Throwaway test server: durability off makes it fast; loopback only; socket in the state folder.
+    cat >>"$DATA/postgresql.conf" <<EOF
+
+# --- eos-ingest test server (scripts/postgres.sh) ---
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$SOCKETS'
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+max_connections = 200
+EOF
+  fi
+  if running; then
+    echo "postgres.sh: already running ($DATA)" >&2
+  else
+    # 9>&-: the server must not inherit the lock, or it would hold it for its whole life.
+    (cd "$PGHOME" && as_owner "$BIN/pg_ctl" -D "$DATA" -l "$LOG" -o "-p $PORT" -w -t 30 start 9>&-) >/dev/null \
+      || { tail -n 30 "$LOG" >&2 || true; die "the server did not start within 30 s (log: $LOG)"; }
+  fi
+  if [[ -z "$(psql_ -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$DB'")" ]]; then
+    psql_ -d postgres -c "CREATE DATABASE $DB" >/dev/null
+  fi
+  echo "postgres.sh: up at $(url)" >&2
+}
+
+down() {
+  BIN="$(find_bindir)" || { echo "postgres.sh: no PostgreSQL installed, nothing to stop" >&2; return 0; }
+  if running; then
+    (cd "$PGHOME" && as_owner "$BIN/pg_ctl" -D "$DATA" -m fast -w -t 60 stop) >/dev/null
+    echo "postgres.sh: stopped" >&2
+  else
+    echo "postgres.sh: not running" >&2
+  fi
+}
+
+url() { echo "postgresql+psycopg://$SUPERUSER@127.0.0.1:$PORT/$DB"; }
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  url) url ;;
+  status)
+    BIN="$(find_bindir)" || exit 3
+    running || exit 3
+    ;;
+  *) die "usage: $0 up | down | url | status" ;;
+esac

@@ -1,0 +1,40 @@
+"""spark-submit entrypoint: run one planned batch of a pipeline to its commit.
+
+    spark-submit ... spark/ingest_batch.py --config pipelines/demo.yaml --batch-id 7
+
+Exit codes: 0 committed; 3 fenced (a newer attempt owns the batch; nothing committed);
+75 retriable (Kafka or the control DB did not answer; the batch stays planned); 1 failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from eos_ingest.errors import EosIngestError, FencedError
+from eos_ingest.job import run_job
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config", required=True, type=Path, help="pipeline YAML file")
+    parser.add_argument("--batch-id", required=True, type=int, help="planned batch to execute")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        run_job(args.config, args.batch_id)
+    except FencedError as exc:
+        print(f"eos-ingest: fenced: {exc}", file=sys.stderr)
+        return 3
+    except EosIngestError as exc:
+        print(f"eos-ingest: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 75 if exc.retriable else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""Real process failures of the spark-submit job: kill -9 between write and commit, and a zombie."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from eos_ingest.cli import open_store, plan_batch
+from eos_ingest.ingest import PAUSE_BEFORE_COMMIT_ENV
+from eos_ingest.submit import spark_submit_argv, spark_submit_env
+from tests.fixtures.pipelines import verify_pipeline
+from tests.kafka_helpers import TxProducer
+
+pytestmark = pytest.mark.integration
+
+
+def start_job(config, batch_id: int, log: Path, pause_file: Path | None = None) -> subprocess.Popen[str]:
+    env = spark_submit_env()
+    if pause_file is not None:
+        env[PAUSE_BEFORE_COMMIT_ENV] = str(pause_file)
+    argv = spark_submit_argv(config.source, batch_id, master="local[1]", driver_memory="1g")
+    # A session of its own, so the whole job (JVM and Python driver) can be killed as one group.
+    # Output goes to a file: an unread pipe fills up with Spark's logs and blocks the job.
+    with log.open("w") as out:
+        return subprocess.Popen(
+            argv, env=env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT, text=True
+        )
+
+
+def wait_for_pause(job: subprocess.Popen[str], pause_file: Path, log: Path, timeout_s: float = 240) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not pause_file.exists():
+        if job.poll() is not None:
+            pytest.fail(f"the job exited ({job.returncode}) before its commit:\n{log.read_text()[-5000:]}")
+        if time.monotonic() > deadline:
+            os.killpg(job.pid, signal.SIGKILL)
+            pytest.fail("the job did not reach its commit in time")
+        time.sleep(0.2)
+
+
+def finish(job: subprocess.Popen[str], log: Path, timeout_s: float = 240) -> tuple[int, str]:
+    job.wait(timeout=timeout_s)
+    return job.returncode, log.read_text()
+
+
+def produce_batch(bootstrap: str, topic: str) -> None:
+    producer = TxProducer(bootstrap)
+    producer.transaction(topic, [{"id": i, "name": "x", "amount": 1.0} for i in range(200)], commit=True)
+    producer.transaction(topic, [{"id": -1, "name": "aborted", "amount": 0.0}] * 50, commit=False)
+    producer.transaction(topic, [{"id": i, "name": "y", "amount": 2.0} for i in range(200, 300)], commit=True)
+
+
+def test_kill_9_between_delta_write_and_commit_then_rerun_leaves_exactly_one_copy(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
+) -> None:
+    topic = make_topic(partitions=3)
+    produce_batch(kafka_bootstrap, topic)
+    config = make_pipeline([topic], control_db_url)
+    store = open_store(config)
+    batch, _ = plan_batch(config, store)
+    assert batch is not None
+    pause = tmp_path / "pause"
+
+    log = tmp_path / "job.log"
+    job = start_job(config, batch.batch_id, log, pause)
+    wait_for_pause(job, pause, log)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait(timeout=30)
+
+    # The write landed but the commit did not: the batch is still planned and offsets did not move.
+    assert spark.read.format("delta").load(str(config.output_path)).count() == 300
+    assert store.get_batch(batch.batch_id).status.value == "planned"
+    assert all(offset == 0 for offset in store.committed_offsets(config.name).values())
+    assert verify_pipeline(spark, config).unexpected == 300
+
+    rerun = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eos_ingest.cli",
+            "run",
+            "--config",
+            str(config.source),
+            "--master",
+            "local[1]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    done = store.get_batch(batch.batch_id)
+    assert done.status.value == "committed" and done.fence == 2
+    assert spark.read.format("delta").load(str(config.output_path)).count() == 300
+    report = verify_pipeline(spark, config)
+    assert report.ok and report.expected == 300, report.to_dict()
+
+
+def test_two_attempts_at_one_batch_one_commits_and_the_zombie_is_fenced(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
+) -> None:
+    topic = make_topic(partitions=2)
+    produce_batch(kafka_bootstrap, topic)
+    config = make_pipeline([topic], control_db_url)
+    store = open_store(config)
+    batch, _ = plan_batch(config, store)
+    assert batch is not None
+    pause = tmp_path / "zombie-pause"
+
+    zombie_log, winner_log = tmp_path / "zombie.log", tmp_path / "winner.log"
+    zombie = start_job(config, batch.batch_id, zombie_log, pause)
+    wait_for_pause(zombie, pause, zombie_log)
+    winner_code, winner_out = finish(start_job(config, batch.batch_id, winner_log), winner_log)
+    assert winner_code == 0, winner_out[-5000:]
+    pause.unlink()
+    zombie_code, zombie_out = finish(zombie, zombie_log)
+
+    assert zombie_code == 3, zombie_out[-5000:]
+    assert "fenced" in zombie_out.lower()
+    done = store.get_batch(batch.batch_id)
+    assert done.status.value == "committed" and done.fence == 2
+    assert done.records_read == 300
+    report = verify_pipeline(spark, config)
+    assert report.ok and report.expected == 300, report.to_dict()

@@ -1,0 +1,349 @@
+"""Pipeline config: the demo loads, every mistake names the key, the value and the fix."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from eos_ingest import paths
+from eos_ingest.config import (
+    PipelineConfig,
+    is_secret_key,
+    load_all_pipelines,
+    load_pipeline,
+    load_pipeline_by_name,
+    parse_ddl,
+)
+from eos_ingest.errors import ConfigError
+
+BASE: dict[str, Any] = {
+    "name": "orders",
+    "topics": ["orders"],
+    "value": {
+        "format": "json",
+        "schema": "id BIGINT, region STRING, tags ARRAY<STRING>, price DECIMAL(10,2)",
+    },
+}
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("EOS_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("EOS_PIPELINES_DIR", raising=False)
+    monkeypatch.delenv("EOS_KAFKA_BOOTSTRAP", raising=False)
+    return tmp_path / "state"
+
+
+def write(folder: Path, doc: dict[str, Any] | str, name: str = "orders") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+def with_(**changes: Any) -> dict[str, Any]:
+    """BASE with dotted keys changed; a value of ... removes the key."""
+    doc = json.loads(json.dumps(BASE))
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("__")
+        target = doc
+        for p in parents:
+            target = target.setdefault(p, {})
+        if value is ...:
+            target.pop(last, None)
+        else:
+            target[last] = value
+    return doc
+
+
+def test_demo_pipeline_loads(state_dir: Path) -> None:
+    cfg = load_pipeline_by_name("demo", paths.REPO_ROOT / "pipelines")
+    assert (cfg.name, cfg.topics, cfg.start_from, cfg.max_records_per_partition) == (
+        "demo",
+        ("demo_events",),
+        "earliest",
+        50000,
+    )
+    assert cfg.payload_columns == [
+        ("event_id", "BIGINT"),
+        ("user_id", "STRING"),
+        ("action", "STRING"),
+        ("amount", "DOUBLE"),
+        ("event_time", "TIMESTAMP"),
+    ]
+    assert cfg.output_path == state_dir.resolve() / "tables" / "demo_events"
+    assert cfg.quarantine_path == state_dir.resolve() / "tables" / "demo_events_quarantine"
+    assert cfg.output.partition_by == ("event_date",)
+    assert cfg.control_db_url == f"sqlite:///{state_dir.resolve()}/control.db"
+    assert cfg.kafka_settings == {"bootstrap.servers": "127.0.0.1:9092"}
+    assert (cfg.schedule, cfg.kafka_conn_id, cfg.expectations) == ("@hourly", "kafka_default", ())
+    assert [c.name for c in load_all_pipelines(paths.REPO_ROOT / "pipelines")].count("demo") == 1
+
+
+def test_defaults_of_a_minimal_file(tmp_path: Path, state_dir: Path) -> None:
+    cfg = load_pipeline(
+        write(tmp_path, {"name": "orders", "topics": ["orders"], "value": {"schema": "id INT"}})
+    )
+    assert cfg.value.format == "json"
+    assert cfg.output_path == state_dir.resolve() / "tables" / "orders"
+    assert cfg.quarantine_path == state_dir.resolve() / "tables" / "orders_quarantine"
+    assert (cfg.start_from, cfg.max_records_per_partition, cfg.schedule) == ("earliest", 100_000, "@hourly")
+    assert cfg.control_db_url == f"sqlite:///{state_dir.resolve() / 'control.db'}"
+    assert cfg.kafka_settings == {"bootstrap.servers": "127.0.0.1:9092"}
+
+
+def test_other_valid_forms(tmp_path: Path, state_dir: Path) -> None:
+    doc = with_(
+        value={"format": "raw"},
+        kafka={"bootstrap.servers": "b:9092", "enable.idempotence": True, "session.timeout.ms": 6000},
+        kafka_conn_id=None,
+        schedule=None,
+        output={"path": "/data/orders", "partition_by": ["kafka_topic", "event_date"]},
+        control_db_url="sqlite:///db/control.db",
+        expectations=[{"type": "expect_column_values_to_not_be_null", "column": "kafka_key"}],
+    )
+    cfg = load_pipeline(write(tmp_path, doc))
+    assert (cfg.value.format, cfg.value.schema, cfg.payload_columns) == ("raw", None, [])
+    assert cfg.kafka_settings == {
+        "bootstrap.servers": "b:9092",
+        "enable.idempotence": "true",
+        "session.timeout.ms": "6000",
+    }
+    assert (cfg.kafka_conn_id, cfg.schedule) == (None, None)
+    assert (cfg.output_path, cfg.quarantine_path) == (Path("/data/orders"), Path("/data/orders_quarantine"))
+    assert cfg.output.partition_by == ("kafka_topic", "event_date")
+    assert cfg.control_db_url == f"sqlite:///{state_dir.resolve() / 'db' / 'control.db'}"  # not the cwd
+
+
+def test_partition_by_uses_the_schema_spelling(tmp_path: Path) -> None:
+    cfg = load_pipeline(write(tmp_path, with_(output={"partition_by": ["REGION"]})))
+    assert cfg.output.partition_by == ("region",)
+
+
+def test_start_from_message_is_exact(tmp_path: Path) -> None:
+    path = write(tmp_path, with_(start_from="oldest"))
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(path)
+    assert str(raised.value) == f"{path}: start_from = 'oldest' is not valid; use 'earliest' or 'latest'"
+
+
+# (change to BASE, dotted key, value as shown, words of the fix)
+INVALID = [
+    pytest.param(with_(name="Orders"), "name", "'Orders'", "file name 'orders'", id="name-not-lowercase"),
+    pytest.param(with_(name="payments"), "name", "'payments'", "file name 'orders'", id="name-not-file-stem"),
+    pytest.param(with_(name=...), "name", "None", "file name", id="name-missing"),
+    pytest.param(with_(topics=[]), "topics", "[]", "one or more topics", id="no-topics"),
+    pytest.param(with_(topics="orders"), "topics", "'orders'", "give a list", id="topics-not-a-list"),
+    pytest.param(with_(topics=["ok", "bad topic"]), "topics[1]", "'bad topic'", "[a-zA-Z0-9._-]", id="topic-bad-char"),
+    pytest.param(with_(topics=[".."]), "topics[0]", "'..'", "1-249 characters", id="topic-dotdot"),
+    pytest.param(with_(topics=["t" * 250]), "topics[0]", "'ttt", "1-249 characters", id="topic-too-long"),
+    pytest.param(with_(topics=["a", "a"]), "topics[1]", "'a'", "listed twice", id="topic-twice"),
+    pytest.param(with_(max_records_per_partition=0), "max_records_per_partition", "0", ">= 1", id="max-zero"),
+    pytest.param(with_(max_records_per_partition="lots"), "max_records_per_partition", "'lots'", ">= 1", id="max-text"),
+    pytest.param(with_(max_records_per_partition=True), "max_records_per_partition", "True", ">= 1", id="max-bool"),
+    pytest.param(with_(value__format="avro"), "value.format", "'avro'", "use 'json' or 'raw'", id="format"),
+    pytest.param(with_(value__schema=...), "value.schema", "None", "Spark DDL", id="schema-missing-for-json"),
+    pytest.param(with_(value=...), "value.schema", "None", "Spark DDL", id="value-missing"),
+    pytest.param(with_(value={"format": "raw", "schema": "a INT"}), "value.schema", "'a INT'", "remove it", id="schema-with-raw"),
+    pytest.param(with_(value__schema="a INT, A STRING"), "value.schema", "'a INT, A STRING'", "declared twice", id="schema-dup"),
+    pytest.param(with_(value__schema="kafka_offset BIGINT"), "value.schema", "'kafka_offset BIGINT'", "rename it", id="schema-reserved"),
+    pytest.param(with_(value__schema="event_date DATE"), "value.schema", "'event_date DATE'", "rename it", id="schema-reserved-date"),
+    pytest.param(with_(value__schema="a STIRNG"), "value.schema", "'a STIRNG'", "did you mean 'STRING'", id="schema-type-typo"),
+    pytest.param(with_(value__schema="a INT,, b INT"), "value.schema", "'a INT,, b INT'", "not `name TYPE`", id="schema-empty-col"),
+    pytest.param(with_(value__schema="justaname"), "value.schema", "'justaname'", "not `name TYPE`", id="schema-no-type"),
+    pytest.param(with_(value__schema="m MAP<STRING, INT"), "value.schema", "'m MAP<STRING, INT'", "not closed", id="schema-unbalanced"),
+    pytest.param(with_(output={"partition_by": ["regoin"]}), "output.partition_by[0]", "'regoin'", "did you mean 'region'", id="partition-unknown"),
+    pytest.param(with_(output={"partition_by": ["tags"]}), "output.partition_by[0]", "'tags'", "ARRAY column cannot", id="partition-array"),
+    pytest.param(with_(output={"partition_by": ["kafka_offset"]}), "output.partition_by[0]", "'kafka_offset'", "use one of", id="partition-offset"),
+    pytest.param(with_(output={"partition_by": ["event_date", "event_date"]}), "output.partition_by[1]", "'event_date'", "listed twice", id="partition-twice"),
+    pytest.param(with_(output={"partition_by": "event_date"}), "output.partition_by", "'event_date'", "give a list", id="partition-not-list"),
+    pytest.param(with_(output={"path": "t", "quarantine_path": "t"}), "output.quarantine_path", "/t'", "differ from output.path", id="same-paths"),
+    pytest.param(with_(output={"path": "s3://b/t"}), "output.path", "'s3://b/t'", "local or mounted", id="object-store-path"),
+    pytest.param(with_(control_db_url="mysql://h/db"), "control_db_url", "'mysql://h/db'", "postgresql+psycopg", id="db-url"),
+    pytest.param(with_(schedule="every hour"), "schedule", "'every hour'", "5-field cron", id="schedule-words"),
+    pytest.param(with_(schedule="@minutely"), "schedule", "'@minutely'", "@hourly", id="schedule-preset"),
+    pytest.param(with_(expectations=[{"column": "id"}]), "expectations[0]", "{'column': 'id'}", 'a "type"', id="expectation-no-type"),
+    pytest.param(with_(expectations={"type": "x"}), "expectations", "{'type': 'x'}", "give a list", id="expectations-not-list"),
+    pytest.param(with_(kafka={"sasl": {"user": "u"}}), "kafka.sasl", "{'user': 'u'}", "scalar value", id="kafka-nested"),
+    pytest.param(with_(kafka=["a"]), "kafka", "['a']", "mapping of librdkafka", id="kafka-not-mapping"),
+    pytest.param(with_(kafka={"isolation.level": "read_uncommitted"}), "kafka.isolation.level", "'read_uncommitted'", "always read_committed", id="isolation-level"),
+    pytest.param(with_(kafka_conn_id=""), "kafka_conn_id", "''", "null for none", id="conn-id-empty"),
+    pytest.param(with_(topic=["orders"]), "topic", "['orders']", "did you mean 'topics'", id="unknown-key"),
+    pytest.param(with_(value__shema="a INT"), "value.shema", "'a INT'", "did you mean 'schema'", id="unknown-nested-key"),
+    pytest.param(with_(output={"partition": []}), "output.partition", "[]", "did you mean 'partition_by'", id="unknown-output-key"),
+    pytest.param(with_(colour="blue"), "colour", "'blue'", "unknown key; known: name, topics", id="unknown-key-no-hint"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("doc", "key", "shown", "fix"), INVALID)
+def test_invalid_config_names_file_key_value_and_fix(
+    tmp_path: Path, doc: dict[str, Any], key: str, shown: str, fix: str
+) -> None:
+    path = write(tmp_path, doc)
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: {key} = ")
+    assert shown in message
+    assert "is not valid;" in message
+    assert fix in message
+
+
+def test_unknown_key_hint_is_left_out_when_nothing_is_close(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(write(tmp_path, with_(colour="blue")))
+    assert "did you mean" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "fix"),
+    [
+        pytest.param("name: orders\nname: x\n", "given twice", id="duplicate-key"),
+        pytest.param("name: [orders\n", "not valid YAML", id="bad-yaml"),
+        pytest.param(
+            "- a\n- b\n", "<file> = ['a', 'b'] is not valid; it must be a mapping", id="not-a-mapping"
+        ),
+        pytest.param("", "<file> = None", id="empty-file"),
+    ],
+)
+def test_file_level_errors(tmp_path: Path, text: str, fix: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=str(path)) as raised:
+        load_pipeline(path)
+    assert fix in str(raised.value)
+
+
+def test_env_expansion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state_dir: Path) -> None:
+    monkeypatch.setenv("BROKERS", "k1:9092,k2:9092")
+    monkeypatch.setenv("TOPIC_SUFFIX", "v2")
+    monkeypatch.setenv("EMPTY", "")
+    monkeypatch.setenv("MAX", "250")
+    monkeypatch.delenv("UNSET_FOR_TEST", raising=False)
+    doc = with_(
+        topics=["orders_${TOPIC_SUFFIX}"],
+        kafka={
+            "bootstrap.servers": "${BROKERS}",
+            "client.id": "${UNSET_FOR_TEST:-eos}",
+            "group.id": "${EMPTY:-fallback}",
+            "debug": "x${EMPTY}y",
+        },
+        max_records_per_partition="${MAX}",
+        output={"path": "${EOS_STATE_DIR}/custom"},
+    )
+    cfg = load_pipeline(write(tmp_path, doc))
+    assert cfg.topics == ("orders_v2",)
+    assert cfg.kafka_settings == {
+        "bootstrap.servers": "k1:9092,k2:9092",
+        "client.id": "eos",
+        "group.id": "fallback",
+        "debug": "xy",
+    }
+    assert cfg.max_records_per_partition == 250
+    assert cfg.output_path == state_dir.resolve() / "custom"
+
+
+def test_state_dir_always_expands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EOS_STATE_DIR")
+    cfg = load_pipeline(write(tmp_path, with_(control_db_url="sqlite:///${EOS_STATE_DIR}/c.db")))
+    assert cfg.control_db_url == f"sqlite:///{paths.state_dir()}/c.db"
+
+
+def test_unset_variable_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_SUCH_BROKER", raising=False)
+    path = write(tmp_path, with_(kafka={"bootstrap.servers": "${NO_SUCH_BROKER}"}))
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: kafka.bootstrap.servers = '${{NO_SUCH_BROKER}}' is not valid")
+    assert "environment variable NO_SUCH_BROKER is not set" in message
+
+
+def test_to_dict_masks_secrets_and_is_json(tmp_path: Path) -> None:
+    kafka = {
+        "bootstrap.servers": "b:9092",
+        "security.protocol": "SASL_SSL",
+        "sasl.username": "svc",
+        "sasl.password": "hunter2",
+        "sasl.jaas.config": "org.apache.kafka...PlainLoginModule required password='hunter2';",
+        "sasl.oauthbearer.client.secret": "s3cr3t",
+        "ssl.key.password": "pw",
+        "ssl.key.pem": "-----BEGIN PRIVATE KEY-----",
+        "ssl.keystore.location": "/etc/kafka/keystore.p12",
+        "ssl.key.location": "/etc/kafka/client.key",
+    }
+    doc = with_(kafka=kafka, control_db_url="postgresql+psycopg://eos:dbpass@db:5432/eos")
+    cfg = load_pipeline(write(tmp_path, doc))
+    shown = cfg.to_dict()
+    text = json.dumps(shown)
+    assert "hunter2" not in text and "s3cr3t" not in text and "dbpass" not in text and "PRIVATE" not in text
+    assert shown["kafka"]["sasl.password"] == "***"
+    assert shown["kafka"]["ssl.key.pem"] == "***"
+    assert shown["kafka"]["sasl.username"] == "svc"
+    assert shown["kafka"]["ssl.keystore.location"] == "/etc/kafka/keystore.p12"
+    assert shown["control_db_url"] == "postgresql+psycopg://eos:***@db:5432/eos"
+    assert cfg.kafka_settings["sasl.password"] == "hunter2"  # masking is for display only
+
+
+@pytest.mark.parametrize(
+    ("key", "secret"),
+    [
+        ("sasl.password", True),
+        ("sasl.jaas.config", True),
+        ("ssl.key.password", True),
+        ("ssl.keystore.password", True),
+        ("sasl.oauthbearer.client.secret", True),
+        ("api.token", True),
+        ("ssl.key.pem", True),
+        ("key.serializer", False),
+        ("key.deserializer", False),
+        ("ssl.keystore.type", False),
+        ("bootstrap.servers", False),
+        ("sasl.username", False),
+    ],
+)
+def test_is_secret_key(key: str, secret: bool) -> None:
+    assert is_secret_key(key) is secret
+
+
+def test_load_by_name_and_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "pipelines"
+    write(folder, with_(name="zeta", topics=["z"]), name="zeta")
+    write(folder, BASE, name="orders")
+    (folder / "notes.txt").write_text("not a pipeline")
+    assert [c.name for c in load_all_pipelines(folder)] == ["orders", "zeta"]
+    monkeypatch.setenv("EOS_PIPELINES_DIR", str(folder))
+    assert load_pipeline_by_name("zeta").topics == ("z",)
+    assert [c.name for c in load_all_pipelines()] == ["orders", "zeta"]
+    with pytest.raises(ConfigError, match=r"no pipeline 'order'.*did you mean 'orders'.*known: orders, zeta"):
+        load_pipeline_by_name("order")
+    with pytest.raises(ConfigError, match=re.escape("no pipeline '../orders'")):
+        load_pipeline_by_name("../orders")
+    with pytest.raises(ConfigError, match="does not exist; create it or set EOS_PIPELINES_DIR"):
+        load_all_pipelines(tmp_path / "missing")
+
+
+def test_config_is_frozen_and_hashable(tmp_path: Path) -> None:
+    cfg = load_pipeline(write(tmp_path, BASE))
+    assert isinstance(cfg, PipelineConfig)
+    with pytest.raises(AttributeError):
+        cfg.name = "other"  # type: ignore[misc]
+    assert hash(cfg) == hash(load_pipeline(write(tmp_path, BASE)))
+
+
+@pytest.mark.parametrize(
+    ("ddl", "columns"),
+    [
+        ("a INT", [("a", "INT")]),
+        ("a DECIMAL(10, 2), b STRING", [("a", "DECIMAL(10, 2)"), ("b", "STRING")]),
+        ("s STRUCT<x: INT, y: MAP<STRING, ARRAY<INT>>>, t TIMESTAMP", [("s", "STRUCT<x: INT, y: MAP<STRING, ARRAY<INT>>>"), ("t", "TIMESTAMP")]),
+        ("`odd name` STRING NOT NULL", [("odd name", "STRING NOT NULL")]),
+        ("lower bigint", [("lower", "bigint")]),
+    ],
+)  # fmt: skip
+def test_parse_ddl(ddl: str, columns: list[tuple[str, str]]) -> None:
+    assert parse_ddl(ddl) == columns

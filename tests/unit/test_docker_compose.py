@@ -1,0 +1,518 @@
+"""docker-compose.yaml describes the same stack as the Makefile's local one.
+
+No Docker here: the compose file, docker/airflow.Dockerfile and docker/postgres-init/ are parsed and
+compared with the files the local stack is made from (jvm/kafka-broker/pom.xml, stack/stack.sh,
+stack/server.properties.in, requirements.in, requirements.lock, pyproject.toml). Values of the form
+``${VAR:-default}`` are read as their default, i.e. as `docker compose up` sees them with no .env file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import tomllib
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from packaging.specifiers import SpecifierSet
+from sqlalchemy.engine import make_url
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE = "docker-compose.yaml"
+DOCKERFILE = "docker/airflow.Dockerfile"
+POSTGRES_INIT = "docker/postgres-init"
+AIRFLOW_HOME = "/opt/airflow"
+STATE_DIR = "/opt/eos/state"
+# Repository folders every Airflow container needs, mounted at /opt/airflow/<name>.
+PROJECT_FOLDERS = ("dags", "plugins", "spark", "expectations", "pipelines")
+# Plain (not templated) settings of stack/server.properties.in that legitimately differ in Docker.
+KAFKA_SETTINGS_NOT_COPIED = {
+    "listener.security.protocol.map": "compose adds PLAINTEXT_HOST, the listener published to the host",
+}
+KAFKA_SETTINGS_THAT_MUST_MATCH = (
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
+)
+
+
+def read(rel: str) -> str:
+    path = REPO / rel
+    assert path.is_file(), f"{rel} is missing"
+    return path.read_text()
+
+
+def interpolate(value: Any) -> str:
+    """A compose value as a string: ${VAR:-d}, ${VAR-d} -> d; ${VAR} -> ''; $$ -> $."""
+    text = str(value)
+    text = re.sub(r"(?<!\$)\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-([^}]*))?\}", lambda m: m.group(1) or "", text)
+    return text.replace("$$", "$")
+
+
+@cache
+def compose() -> dict[str, Any]:
+    data = yaml.safe_load(read(COMPOSE))
+    assert isinstance(data, dict) and isinstance(data.get("services"), dict), f"{COMPOSE} has no services"
+    return data
+
+
+def services() -> dict[str, dict[str, Any]]:
+    return compose()["services"]
+
+
+def service(name: str) -> dict[str, Any]:
+    assert name in services(), f"{COMPOSE} has no service {name!r}; services: {sorted(services())}"
+    return services()[name]
+
+
+def airflow_services() -> dict[str, dict[str, Any]]:
+    """The services built from docker/airflow.Dockerfile."""
+    found = {
+        name: svc
+        for name, svc in services().items()
+        if isinstance(svc.get("build"), dict) and svc["build"].get("dockerfile") == DOCKERFILE
+    }
+    assert found, f"no service of {COMPOSE} is built from {DOCKERFILE} (build.dockerfile)"
+    return found
+
+
+def env(svc: dict[str, Any]) -> dict[str, str]:
+    raw = svc.get("environment") or {}
+    if isinstance(raw, list):
+        raw = dict(item.split("=", 1) if "=" in item else (item, "") for item in raw)
+    return {str(k): interpolate(v) for k, v in raw.items()}
+
+
+def published_ports(svc: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """(host_ip, published, target) of every published port; host_ip '' means all interfaces."""
+    result = []
+    for port in svc.get("ports") or []:
+        if isinstance(port, dict):
+            result.append((port.get("host_ip", ""), int(port["published"]), int(port["target"])))
+            continue
+        parts = interpolate(port).split("/")[0].rsplit(":", 2)
+        if len(parts) == 3:
+            result.append((parts[0].strip("[]"), int(parts[1]), int(parts[2])))
+        elif len(parts) == 2:
+            result.append(("", int(parts[0]), int(parts[1])))
+        else:
+            result.append(("", int(parts[0]), int(parts[0])))  # random host port, really; flagged below
+    return result
+
+
+def volumes(svc: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """(source, target, read_only) of every mount."""
+    result = []
+    for vol in svc.get("volumes") or []:
+        if isinstance(vol, dict):
+            result.append((vol.get("source", ""), vol["target"], bool(vol.get("read_only"))))
+            continue
+        parts = interpolate(vol).split(":")
+        mode = parts[2] if len(parts) > 2 else ""
+        result.append((parts[0], parts[1] if len(parts) > 1 else parts[0], "ro" in mode.split(",")))
+    return result
+
+
+def stack_default(var: str) -> int:
+    """The default of ${VAR:-N} in stack/stack.sh."""
+    match = re.search(rf"\$\{{{var}:-(\d+)\}}", read("stack/stack.sh"))
+    assert match, f"stack/stack.sh has no ${{{var}:-<port>}} default any more; update this test"
+    return int(match.group(1))
+
+
+def server_properties() -> dict[str, str]:
+    props = {}
+    for line in read("stack/server.properties.in").splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")) and "=" in line:
+            key, value = line.split("=", 1)
+            props[key.strip()] = value.strip()
+    return props
+
+
+def kafka_env_name(prop: str) -> str:
+    """The apache/kafka image's variable for a server property: . -> _, _ -> __, - -> ___."""
+    return "KAFKA_" + prop.replace("_", "__").replace("-", "___").replace(".", "_").upper()
+
+
+def listeners(value: str) -> dict[str, tuple[str, int]]:
+    """'NAME://host:port,...' -> {NAME: (host, port)}."""
+    result = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        name, address = item.split("://", 1)
+        host, port = address.rsplit(":", 1)
+        result[name] = (host, int(port))
+    return result
+
+
+def kafka_env() -> dict[str, str]:
+    return env(service("kafka"))
+
+
+def internal_bootstrap() -> str:
+    """host:port the other containers reach the broker on: the advertised inter-broker listener."""
+    kenv = kafka_env()
+    name = kenv.get("KAFKA_INTER_BROKER_LISTENER_NAME", "PLAINTEXT")
+    advertised = listeners(kenv.get("KAFKA_ADVERTISED_LISTENERS", ""))
+    assert name in advertised, (
+        f"{COMPOSE}: kafka's KAFKA_ADVERTISED_LISTENERS has no {name} listener (the inter-broker one, "
+        f"which the Airflow containers use)"
+    )
+    host, port = advertised[name]
+    return f"{host}:{port}"
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of docker/airflow.Dockerfile, continuation lines joined."""
+    text = re.sub(r"\\\n", " ", read(DOCKERFILE))
+    result = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            result.append((word.upper(), rest.strip()))
+    return result
+
+
+def airflow_base_image() -> tuple[str, str]:
+    """(airflow version, python version) from the apache/airflow FROM line."""
+    bases = [args for word, args in dockerfile_instructions() if word == "FROM" and "apache/airflow" in args]
+    assert len(bases) == 1, f"{DOCKERFILE} should have exactly one FROM apache/airflow:..., found {bases}"
+    match = re.match(r"(?:--\S+\s+)*apache/airflow:(\d+\.\d+\.\d+)-python(\d+\.\d+)\b", bases[0])
+    assert match, (
+        f"{DOCKERFILE}: cannot read the versions from 'FROM {bases[0]}'; write them literally, "
+        f"as apache/airflow:<apache-airflow pin>-python<X.Y>"
+    )
+    return match.group(1), match.group(2)
+
+
+# ---- Kafka ----------------------------------------------------------------------------------------
+
+
+def test_kafka_image_is_the_broker_version_of_the_local_stack() -> None:
+    match = re.search(r"<kafka.version>([^<]+)</kafka.version>", read("jvm/kafka-broker/pom.xml"))
+    assert match, "jvm/kafka-broker/pom.xml has no <kafka.version>"
+    image = service("kafka").get("image", "")
+    assert image == f"apache/kafka:{match.group(1)}", (
+        f"{COMPOSE}: kafka runs image {image!r} but the local broker is Kafka {match.group(1)} "
+        f"(jvm/kafka-broker/pom.xml); set the image to apache/kafka:{match.group(1)} in {COMPOSE}"
+    )
+
+
+def test_kafka_is_published_on_the_port_of_the_local_stack() -> None:
+    port = stack_default("KAFKA_PORT")
+    kenv = kafka_env()
+    advertised = listeners(kenv.get("KAFKA_ADVERTISED_LISTENERS", ""))
+    host_listeners = [name for name, (_, p) in advertised.items() if p == port]
+    assert host_listeners, (
+        f"{COMPOSE}: no advertised Kafka listener on port {port}, the KAFKA_PORT default of stack/stack.sh; "
+        f"advertise the host listener on {port} in KAFKA_ADVERTISED_LISTENERS (and bind and publish it) in {COMPOSE}"
+    )
+    host, _ = advertised[host_listeners[0]]
+    assert host in ("127.0.0.1", "localhost"), (
+        f"{COMPOSE}: the listener on port {port} advertises {host!r}; the host reaches the container "
+        f"through the published port, so advertise 127.0.0.1 (as stack/server.properties.in does)"
+    )
+    bound = listeners(kenv.get("KAFKA_LISTENERS", ""))
+    assert bound.get(host_listeners[0], ("", -1))[1] == port, (
+        f"{COMPOSE}: KAFKA_LISTENERS should bind {host_listeners[0]} on port {port}, as it is advertised"
+    )
+    published = [(ip, pub) for ip, pub, target in published_ports(service("kafka")) if target == port]
+    assert published and all(pub == port for _, pub in published), (
+        f"{COMPOSE}: kafka should publish container port {port} on host port {port} (KAFKA_PORT default "
+        f"in stack/stack.sh); it publishes {published_ports(service('kafka'))}"
+    )
+
+
+def test_kafka_controller_port_is_the_one_of_the_local_stack() -> None:
+    port = stack_default("KAFKA_CONTROLLER_PORT")
+    kenv = kafka_env()
+    controller = kenv.get("KAFKA_CONTROLLER_LISTENER_NAMES", "")
+    bound = listeners(kenv.get("KAFKA_LISTENERS", ""))
+    assert bound.get(controller, ("", -1))[1] == port, (
+        f"{COMPOSE}: the {controller or 'controller'} listener in KAFKA_LISTENERS should be on port {port}, "
+        f"the KAFKA_CONTROLLER_PORT default of stack/stack.sh"
+    )
+    voters = kenv.get("KAFKA_CONTROLLER_QUORUM_VOTERS", "")
+    assert voters.endswith(f":{port}"), (
+        f"{COMPOSE}: KAFKA_CONTROLLER_QUORUM_VOTERS={voters!r} should name the controller port {port}"
+    )
+
+
+def test_kafka_settings_are_those_of_server_properties() -> None:
+    props = server_properties()
+    kenv = kafka_env()
+    plain = {k: v for k, v in props.items() if "@" not in v and k not in KAFKA_SETTINGS_NOT_COPIED}
+    missing = [k for k in KAFKA_SETTINGS_THAT_MUST_MATCH if k not in plain]
+    assert not missing, (
+        f"stack/server.properties.in no longer sets {missing} as plain values; update this test"
+    )
+    wrong = {
+        kafka_env_name(k): (kenv.get(kafka_env_name(k)), v)
+        for k, v in plain.items()
+        if kenv.get(kafka_env_name(k)) != v
+    }
+    assert not wrong, (
+        f"{COMPOSE}: kafka's environment disagrees with stack/server.properties.in "
+        f"(variable: (compose value, server.properties.in value)): {wrong}; set them in {COMPOSE}"
+    )
+    local_map = dict(item.split(":") for item in props["listener.security.protocol.map"].split(","))
+    docker_map = dict(
+        item.split(":") for item in kenv.get("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "").split(",")
+    )
+    assert local_map.items() <= docker_map.items(), (
+        f"{COMPOSE}: KAFKA_LISTENER_SECURITY_PROTOCOL_MAP {docker_map} should contain the listeners of "
+        f"stack/server.properties.in {local_map}"
+    )
+
+
+def test_kafka_healthcheck_asks_the_broker() -> None:
+    test = service("kafka").get("healthcheck", {}).get("test", [])
+    command = test if isinstance(test, str) else " ".join(map(str, test))
+    assert "/opt/kafka/bin/kafka-broker-api-versions.sh" in command and "--bootstrap-server" in command, (
+        f"{COMPOSE}: kafka's healthcheck should run /opt/kafka/bin/kafka-broker-api-versions.sh "
+        f"--bootstrap-server ..., so 'healthy' means the broker answers; it is {test!r}"
+    )
+
+
+def test_airflow_containers_use_the_internal_kafka_listener() -> None:
+    bootstrap = internal_bootstrap()
+    for name, svc in airflow_services().items():
+        aenv = env(svc)
+        assert aenv.get("EOS_KAFKA_BOOTSTRAP") == bootstrap, (
+            f"{COMPOSE}: {name} has EOS_KAFKA_BOOTSTRAP={aenv.get('EOS_KAFKA_BOOTSTRAP')!r}, but kafka "
+            f"advertises {bootstrap} to the other containers"
+        )
+        conn = json.loads(aenv.get("AIRFLOW_CONN_KAFKA_DEFAULT") or "{}")
+        assert (
+            conn.get("conn_type") == "kafka" and conn.get("extra", {}).get("bootstrap.servers") == bootstrap
+        ), (
+            f"{COMPOSE}: {name}'s AIRFLOW_CONN_KAFKA_DEFAULT should be JSON with conn_type 'kafka' and "
+            f"extra bootstrap.servers {bootstrap!r}; it is {conn}"
+        )
+        spark = json.loads(aenv.get("AIRFLOW_CONN_SPARK_DEFAULT") or "{}")
+        assert spark.get("conn_type") == "spark" and spark.get("host") == "local[*]", (
+            f"{COMPOSE}: {name}'s AIRFLOW_CONN_SPARK_DEFAULT should be JSON with conn_type 'spark' and "
+            f"host 'local[*]' (Spark runs inside the task, as locally); it is {spark}"
+        )
+
+
+# ---- the Airflow image ----------------------------------------------------------------------------
+
+
+def test_airflow_image_is_the_pinned_airflow() -> None:
+    match = re.search(r"^apache-airflow==(\S+)", read("requirements.in"), re.MULTILINE)
+    assert match, "requirements.in has no apache-airflow==<version> pin"
+    airflow, _ = airflow_base_image()
+    assert airflow == match.group(1), (
+        f"{DOCKERFILE} builds on apache/airflow:{airflow} but requirements.in pins apache-airflow=="
+        f"{match.group(1)}; change the FROM line of {DOCKERFILE}"
+    )
+
+
+def test_airflow_image_python_is_the_project_python() -> None:
+    _, python = airflow_base_image()
+    requires = tomllib.loads(read("pyproject.toml"))["project"]["requires-python"]
+    assert SpecifierSet(requires).contains(python), (
+        f"{DOCKERFILE} uses Python {python} but pyproject.toml requires-python is {requires!r}; "
+        f"change the -python<X.Y> suffix of the FROM line in {DOCKERFILE}"
+    )
+    lock = re.search(r"--python-version[ =](\d+\.\d+)", read("requirements.lock"))
+    assert lock and lock.group(1) == python, (
+        f"requirements.lock was compiled for Python {lock and lock.group(1)} but {DOCKERFILE} runs "
+        f"Python {python}; recompile the lock (make lock) or change {DOCKERFILE}"
+    )
+
+
+def test_airflow_image_installs_the_lock_and_the_jars() -> None:
+    runs = " ".join(args for word, args in dockerfile_instructions() if word == "RUN")
+    assert re.search(r"pip install\b[^;&|]*-r \S*requirements\.lock", runs), (
+        f"{DOCKERFILE} should `pip install -r requirements.lock` (the exact pins `make setup` installs)"
+    )
+    assert "scripts/fetch-jars.sh" in runs, (
+        f"{DOCKERFILE} should run scripts/fetch-jars.sh, which fetches the Spark connector jars"
+    )
+    assert "openjdk-17" in runs, (
+        f"{DOCKERFILE} should install Java 17 (openjdk-17-jre-headless) for spark-submit"
+    )
+
+
+def test_airflow_image_copies_only_files_in_its_build_context() -> None:
+    ignore = DOCKERFILE + ".dockerignore"
+    patterns = [
+        line.strip() for line in read(ignore).splitlines() if line.strip() and not line.startswith("#")
+    ]
+    assert patterns[:1] == ["*"], f"{ignore} should start with '*' and list what the build may see with '!'"
+    allowed = [p[1:].rstrip("/") for p in patterns if p.startswith("!")]
+    for word, args in dockerfile_instructions():
+        if word not in ("COPY", "ADD"):
+            continue
+        tokens = shlex.split(args)
+        if any(t.startswith("--from") for t in tokens):
+            continue
+        sources = [t for t in tokens if not t.startswith("--")][:-1]
+        for src in sources:
+            src = src.rstrip("/")
+            assert (REPO / src).exists(), f"{DOCKERFILE} copies {src}, which is not in the repository"
+            assert any(src == a or src.startswith(a + "/") for a in allowed), (
+                f"{DOCKERFILE} copies {src} but {ignore} keeps it out of the build context; add !{src} there"
+            )
+
+
+def test_eos_ingest_command_runs_the_declared_entry_point() -> None:
+    target = tomllib.loads(read("pyproject.toml"))["project"]["scripts"]["eos-ingest"]
+    module, func = target.split(":")
+    assert f"from {module} import {func}" in read("docker/eos-ingest"), (
+        f"docker/eos-ingest should call {target}, the eos-ingest entry point of pyproject.toml"
+    )
+
+
+# ---- the Airflow services -------------------------------------------------------------------------
+
+
+def test_airflow_runs_the_airflow_3_components() -> None:
+    commands = {}
+    for name, svc in airflow_services().items():
+        command = svc.get("command", "")
+        commands[name] = command if isinstance(command, str) else " ".join(map(str, command))
+    for component in ("api-server", "scheduler", "dag-processor", "triggerer"):
+        assert any(re.fullmatch(rf"(airflow )?{component}", c.strip()) for c in commands.values()), (
+            f"{COMPOSE}: no Airflow service runs `airflow {component}`; commands: {commands}"
+        )
+    assert any("airflow db migrate" in c for c in commands.values()), (
+        f"{COMPOSE}: an init service should run `airflow db migrate` before the others start"
+    )
+
+
+def test_project_folders_are_mounted() -> None:
+    for folder in PROJECT_FOLDERS:
+        assert (REPO / folder).is_dir(), f"{folder}/ is mounted by {COMPOSE} but missing from the repository"
+    for name, svc in airflow_services().items():
+        mounts = {target: (source, ro) for source, target, ro in volumes(svc)}
+        for folder in (*PROJECT_FOLDERS, "eos_ingest"):
+            target = f"{AIRFLOW_HOME}/{folder}"
+            assert mounts.get(target, ("",))[0].rstrip("/") in (f"./{folder}", folder), (
+                f"{COMPOSE}: {name} should mount ./{folder} at {target}; its volumes: {svc.get('volumes')}"
+            )
+        assert mounts[f"{AIRFLOW_HOME}/eos_ingest"][1], (
+            f"{COMPOSE}: {name} should mount ./eos_ingest read-only (:ro)"
+        )
+        pythonpath = env(svc).get("PYTHONPATH", "").split(":")
+        assert AIRFLOW_HOME in pythonpath, (
+            f"{COMPOSE}: {name} should have {AIRFLOW_HOME} on PYTHONPATH, so the mounted eos_ingest imports"
+        )
+
+
+def test_state_lives_in_a_named_volume() -> None:
+    declared = compose().get("volumes") or {}
+    image_env = {}
+    for word, args in dockerfile_instructions():
+        if word == "ENV":
+            key, _, value = args.replace("=", " ", 1).partition(" ")
+            image_env[key] = value.strip()
+    assert image_env.get("EOS_STATE_DIR") == STATE_DIR, (
+        f"{DOCKERFILE} should set ENV EOS_STATE_DIR={STATE_DIR}"
+    )
+    for name, svc in airflow_services().items():
+        aenv = env(svc)
+        assert aenv.get("EOS_STATE_DIR") == STATE_DIR, (
+            f"{COMPOSE}: {name} should set EOS_STATE_DIR={STATE_DIR}"
+        )
+        sources = [source for source, target, _ in volumes(svc) if target == STATE_DIR]
+        assert sources and sources[0] in declared, (
+            f"{COMPOSE}: {name} should mount a named volume (declared under top-level volumes:) at {STATE_DIR}"
+        )
+        for key in ("AIRFLOW__LOGGING__BASE_LOG_FOLDER", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"):
+            assert aenv.get(key, "").startswith(STATE_DIR + "/"), (
+                f"{COMPOSE}: {name}'s {key} should be under {STATE_DIR}, the state volume all containers share"
+            )
+
+
+def test_published_ports_are_bound_to_localhost() -> None:
+    for name, svc in services().items():
+        for host_ip, published, target in published_ports(svc):
+            assert host_ip == "127.0.0.1", (
+                f"{COMPOSE}: {name} publishes port {target} on {host_ip or 'every interface'}; bind it to "
+                f'127.0.0.1 ("127.0.0.1:{published}:{target}")'
+            )
+    api = [svc for svc in airflow_services().values() if published_ports(svc)]
+    assert len(api) == 1, f"{COMPOSE}: exactly one Airflow service (the api-server) should publish a port"
+    port = int(env(api[0]).get("AIRFLOW__API__PORT", "8080"))
+    assert ("127.0.0.1", 8080, port) in published_ports(api[0]), (
+        f"{COMPOSE}: the Airflow UI should be published as 127.0.0.1:8080:{port}"
+    )
+
+
+def test_dependencies_wait_for_ready_services() -> None:
+    for name, svc in services().items():
+        depends = svc.get("depends_on") or {}
+        assert isinstance(depends, dict), (
+            f"{COMPOSE}: {name} lists depends_on without conditions, which waits for nothing; "
+            f"give each a condition (service_healthy or service_completed_successfully)"
+        )
+        for target, spec in depends.items():
+            assert target in services(), f"{COMPOSE}: {name} depends on {target!r}, which is not a service"
+            condition = (spec or {}).get("condition")
+            other = services()[target]
+            if condition == "service_healthy":
+                check = other.get("healthcheck") or {}
+                assert check.get("test") and not check.get("disable"), (
+                    f"{COMPOSE}: {name} waits for {target} to be healthy, but {target} has no healthcheck"
+                )
+            elif condition == "service_completed_successfully":
+                assert other.get("restart") in (None, "no", "on-failure"), (
+                    f"{COMPOSE}: {name} waits for {target} to complete, but {target} restarts "
+                    f"({other.get('restart')}); a one-shot service must not"
+                )
+            else:
+                pytest.fail(
+                    f"{COMPOSE}: {name} depends on {target} with condition {condition!r}: it does not wait"
+                )
+    for name, svc in airflow_services().items():
+        depends = svc.get("depends_on") or {}
+        wanted = ("postgres",) if "db migrate" in str(svc.get("command")) else ("postgres", "kafka")
+        for target in wanted:
+            assert (depends.get(target) or {}).get("condition") == "service_healthy", (
+                f"{COMPOSE}: {name} should wait for {target} (depends_on condition: service_healthy)"
+            )
+
+
+def test_postgres_init_creates_both_databases() -> None:
+    postgres = service("postgres")
+    assert (f"./{POSTGRES_INIT}", "/docker-entrypoint-initdb.d", True) in volumes(postgres), (
+        f"{COMPOSE}: postgres should mount ./{POSTGRES_INIT} at /docker-entrypoint-initdb.d read-only"
+    )
+    sql = "\n".join(p.read_text() for p in sorted((REPO / POSTGRES_INIT).glob("*.sql")))
+    databases = set(re.findall(r"CREATE\s+DATABASE\s+(\w+)", sql, re.IGNORECASE))
+    roles = dict(
+        re.findall(r"CREATE\s+(?:ROLE|USER)\s+(\w+)\b[^;]*?PASSWORD\s+'([^']*)'", sql, re.IGNORECASE)
+    )
+    assert len(databases) >= 2, f"{POSTGRES_INIT}/*.sql should create the airflow and control databases"
+    urls = {}
+    for svc in airflow_services().values():
+        aenv = env(svc)
+        urls["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = aenv.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "")
+        urls["EOS_CONTROL_DB_URL"] = aenv.get("EOS_CONTROL_DB_URL", "")
+    for key, raw in urls.items():
+        url = make_url(raw)
+        assert url.get_backend_name() == "postgresql" and url.host == "postgres", (
+            f"{COMPOSE}: {key}={raw!r} should point at the postgres service"
+        )
+        assert url.database in databases, (
+            f"{COMPOSE}: {key} uses database {url.database!r}, which {POSTGRES_INIT}/*.sql does not create "
+            f"(it creates {sorted(databases)})"
+        )
+        assert roles.get(url.username) == url.password, (
+            f"{COMPOSE}: {key} logs in as {url.username!r}; {POSTGRES_INIT}/*.sql should create that role "
+            f"with the same password"
+        )
+    assert (
+        make_url(urls["EOS_CONTROL_DB_URL"]).database
+        != make_url(urls["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).database
+    ), f"{COMPOSE}: the control tables and Airflow's metadata should be two databases"
