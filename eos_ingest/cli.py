@@ -1,4 +1,4 @@
-"""eos-ingest: plan | run | status | verify | abandon, for one pipeline, without Airflow.
+"""eos-ingest: plan | run | status | verify | backfill | abandon, for one pipeline, without Airflow.
 
 eos-ingest run --pipeline demo        plan a batch (or resume the pending one) and execute it
 eos-ingest verify --pipeline demo     compare Kafka's committed records with the Delta tables
@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from eos_ingest.backfill import add_cli_arguments as add_backfill_arguments
+from eos_ingest.backfill import cmd_backfill
 from eos_ingest.config import PipelineConfig, load_pipeline, load_pipeline_by_name
 from eos_ingest.control_store import Batch, ControlStore
 from eos_ingest.errors import EosIngestError
@@ -187,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=int, default=10
     )
     command("verify", cmd_verify, "compare Kafka's committed records with the output tables")
+    help_text = "re-ingest an offset range or time window of committed partitions"
+    add_backfill_arguments(command("backfill", cmd_backfill, help_text))
     p = command("abandon", cmd_abandon, "give up a planned batch (operator action)")
     p.add_argument("--batch-id", type=int, required=True)
     p.add_argument("--reason", required=True)
