@@ -37,3 +37,7 @@ lock:
 clean: stack-down
 	-scripts/postgres.sh down
 	rm -rf $(EOS_STATE_DIR) $(VENV)
+
+# Throughput of `eos-ingest run` end to end, and of a rerun's replace; medians of 3 runs.
+bench: stack-up
+	$(PY) bench/bench_ingest.py $(BENCH_ARGS)
