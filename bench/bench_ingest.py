@@ -34,9 +34,8 @@ from eos_ingest.submit import spark_submit_argv, spark_submit_env  # noqa: E402
 
 
 def produce(bootstrap: str, topic: str, records: int, partitions: int) -> float:
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, partitions, 1)])[
-        topic
-    ].result()
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept referenced until the future resolves
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
     producer = Producer(
         {"bootstrap.servers": bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex}", "linger.ms": 20}
     )
