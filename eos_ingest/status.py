@@ -1,0 +1,286 @@
+"""What a person asks of a pipeline: its offsets, its lag, its recent batches and their checks.
+
+Plain, JSON-serialisable data read from the control DB and Kafka, so the Airflow UI plugin
+(plugins/eos_ingest_plugin.py), scripts and tests share one definition of lag. No Airflow import.
+
+Lag of a partition = its last stable offset (LSO) - its committed offset: the offsets the next
+scheduled batches will plan (aborted records and transaction markers included, so it is an upper
+bound of the records). A status page must render while the broker is down: then the Kafka columns
+are empty and ``kafka_error`` says why, and the control DB part is still there.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from eos_ingest import paths
+from eos_ingest.config import PipelineConfig, default_pipelines_dir, load_pipeline
+from eos_ingest.control_store import Batch, ControlStore
+from eos_ingest.errors import ConfigError, EosIngestError
+from eos_ingest.kafka_offsets import fetch_partition_offsets
+from eos_ingest.planner import PartitionOffsets, TopicPartition
+
+__all__ = [
+    "PipelineFile",
+    "batch_status",
+    "data_docs_relpath",
+    "data_docs_root",
+    "find_pipeline_file",
+    "list_pipeline_files",
+    "partition_status",
+    "pipeline_status",
+    "resolve_data_docs_file",
+    "status_store",
+]
+
+log = logging.getLogger(__name__)
+
+# A page waits this long for the broker, once: the planner's retries (minutes) are for batches.
+KAFKA_TIMEOUT_S = 5.0
+_NAME = re.compile(r"[a-z0-9_]+")  # config.py's rule for pipeline names; it also stops "../x"
+
+
+@dataclass(frozen=True)
+class PipelineFile:
+    """One ``pipelines/<name>.yaml``: its validated config, or the error that stops it loading."""
+
+    name: str
+    path: Path
+    config: PipelineConfig | None
+    error: str | None
+
+
+def _load(path: Path) -> PipelineFile:
+    try:
+        return PipelineFile(path.stem, path, load_pipeline(path), None)
+    except ConfigError as exc:
+        return PipelineFile(path.stem, path, None, str(exc))
+
+
+def list_pipeline_files(pipelines_dir: Path | None = None) -> list[PipelineFile]:
+    """Every ``*.yaml`` of the pipelines folder, sorted, each loaded on its own: a broken file
+    becomes an entry with its error instead of hiding the others. ConfigError if there is no folder."""
+    folder = pipelines_dir or default_pipelines_dir()
+    if not folder.is_dir():
+        raise ConfigError(f"pipelines folder {folder} does not exist; create it or set EOS_PIPELINES_DIR")
+    return [_load(p) for p in sorted(folder.glob("*.yaml"))]
+
+
+def find_pipeline_file(name: str, pipelines_dir: Path | None = None) -> PipelineFile | None:
+    """The pipeline file called ``name``, loaded; None when there is none (or the name is not one)."""
+    file = (pipelines_dir or default_pipelines_dir()) / f"{name}.yaml"
+    if not _NAME.fullmatch(name) or not file.is_file():
+        return None
+    return _load(file)
+
+
+@lru_cache(maxsize=32)
+def status_store(url: str) -> ControlStore:
+    """A ControlStore for status reads, one per URL and process, its schema ensured once.
+
+    One connect attempt: a page reports an unreachable database instead of retrying for seconds.
+    Ensuring the schema (idempotent, as every CLI command does) lets a pipeline that never ran show
+    "no batches" rather than a missing-table error. Nothing is cached when it raises.
+    """
+    store = ControlStore(url, connect_attempts=1)
+    store.ensure_schema()
+    return store
+
+
+def pipeline_status(
+    config: PipelineConfig,
+    store: ControlStore,
+    *,
+    batches: int = 10,
+    offsets: list[PartitionOffsets] | None = None,
+    kafka_timeout_s: float | None = None,
+) -> dict[str, Any]:
+    """The pipeline's partitions (committed offset, log start, LSO, lag) and its last `batches`.
+
+    `offsets` are read from Kafka when not given, in one attempt of `kafka_timeout_s` (default
+    KAFKA_TIMEOUT_S). If Kafka cannot answer, the partitions known to the control DB are listed
+    without Kafka columns and ``kafka_error`` holds the reason. Control DB errors raise: without
+    the DB there is nothing to show.
+    """
+    committed = store.committed_offsets(config.name)
+    recent = store.list_batches(config.name, limit=batches)
+    kafka_error = None
+    if offsets is None:
+        try:
+            offsets = _fetch_offsets(config, kafka_timeout_s or KAFKA_TIMEOUT_S)
+        except (EosIngestError, KafkaException, ValueError) as exc:
+            # KafkaUnavailableError, TopicNotFoundError, a bad librdkafka setting, or offsets read
+            # inconsistently (ValueError from PartitionOffsets): all are the broker side's story.
+            kafka_error = f"{type(exc).__name__}: {exc}"
+            log.warning("pipeline %s: status without Kafka offsets: %s", config.name, kafka_error)
+    partitions = partition_status(committed, offsets or [], config.start_from)
+    lags = [p["lag"] for p in partitions if p["lag"] is not None]
+    return {
+        "pipeline": config.name,
+        "topics": list(config.topics),
+        "schedule": config.schedule,
+        "start_from": config.start_from,
+        "max_records_per_partition": config.max_records_per_partition,
+        "bootstrap_servers": config.kafka.get("bootstrap.servers"),
+        "output_path": str(config.output_path),
+        "quarantine_path": str(config.quarantine_path),
+        "control_db": store.safe_url,
+        "kafka_error": kafka_error,
+        "total_lag": None if kafka_error else sum(max(lag, 0) for lag in lags),
+        "partitions": partitions,
+        "batches": [batch_status(b) for b in recent],
+    }
+
+
+def _fetch_offsets(config: PipelineConfig, timeout_s: float) -> list[PartitionOffsets]:
+    settings = config.kafka_settings
+    # librdkafka logs every refused connection to stderr (20 lines a second); the error we keep
+    # says the same once. The file's own log_level, if any, wins.
+    settings.setdefault("log_level", "2")
+    return fetch_partition_offsets(settings, config.topics, timeout_s=timeout_s, attempts=1, backoff_s=0)
+
+
+def partition_status(
+    committed: Mapping[TopicPartition, int], offsets: Sequence[PartitionOffsets], start_from: str
+) -> list[dict[str, Any]]:
+    """One row per partition known to Kafka or to the control DB, sorted by (topic, partition).
+
+    Lag follows the planner: a partition not yet in the control DB lags by what its first batch
+    would take (LSO - log start for ``earliest``, 0 for ``latest``). ``note`` names what the next
+    plan will refuse: offsets deleted by retention, or an LSO below the committed offset.
+    """
+    by_tp = {TopicPartition(o.topic, o.partition): o for o in offsets}
+    rows = []
+    for tp in sorted(set(by_tp) | set(committed)):
+        at, o = committed.get(tp), by_tp.get(tp)
+        lag, note = None, None
+        if o is not None and at is None:
+            lag = o.last_stable - o.log_start if start_from == "earliest" else 0
+            note = f"new partition: the next batch starts at its {start_from} offset"
+        elif o is not None and at is not None:
+            lag = o.last_stable - at
+            if at < o.log_start:
+                note = (
+                    f"offsets [{at}, {o.log_start}) were deleted by retention before ingestion: "
+                    "the next plan fails until the loss is accepted (--allow-data-loss)"
+                )
+            elif o.last_stable < at:
+                note = "last stable offset below the committed offset: was the topic deleted and recreated?"
+        rows.append(
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "committed_offset": at,
+                "log_start": None if o is None else o.log_start,
+                "last_stable_offset": None if o is None else o.last_stable,
+                "lag": lag,
+                "note": note,
+            }
+        )
+    return rows
+
+
+def batch_status(batch: Batch) -> dict[str, Any]:
+    """A batch as JSON-able data, with its data-quality summary and its Data Docs link."""
+    dq = _dq_summary(batch.dq_result)
+    return {
+        "batch_id": batch.batch_id,
+        "kind": batch.kind.value,
+        "status": batch.status.value,
+        "fence": batch.fence,
+        "records_read": batch.records_read,
+        "records_written": batch.records_written,
+        "records_quarantined": batch.records_quarantined,
+        "delta_version": batch.delta_version,
+        "quarantine_delta_version": batch.quarantine_delta_version,
+        "dq_success": batch.dq_success,
+        "dq_stage": dq.get("stage"),
+        "dq_critical_failures": dq.get("critical_failures", []),
+        "dq_warnings": dq.get("warnings", []),
+        "dq_report_path": batch.dq_report_path,
+        "dq_report_docs_path": data_docs_relpath(batch.dq_report_path),
+        "error": batch.error,
+        "note": batch.override_note,
+        "airflow_run_id": batch.airflow_run_id,
+        "created_at": batch.created_at.isoformat(),
+        "updated_at": batch.updated_at.isoformat(),
+        "committed_at": None if batch.committed_at is None else batch.committed_at.isoformat(),
+        "ranges": [
+            {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in batch.ranges
+        ],
+    }
+
+
+def _dq_summary(result_json: str | None) -> dict[str, Any]:
+    """The few fields of the stored GX report a status shows; {} if there is none or it is not JSON."""
+    try:
+        report = json.loads(result_json) if result_json else {}
+    except ValueError:
+        return {}
+    if not isinstance(report, dict):
+        return {}
+    return {
+        "stage": report.get("stage"),
+        "critical_failures": [str(f) for f in _as_list(report.get("critical_failures"))],
+        "warnings": [str(w) for w in _as_list(report.get("warnings"))],
+    }
+
+
+def _as_list(value: Any) -> Iterable[Any]:
+    return value if isinstance(value, list) else []
+
+
+# -- Data Docs -----------------------------------------------------------------------------------
+
+
+def data_docs_root() -> Path:
+    """The Data Docs site folder: eos_ingest.quality's, else <state folder>/gx/data_docs.
+
+    The GX context lives in <state folder>/gx and its site (expectations/great_expectations.yml,
+    ``base_directory: data_docs/``) in its data_docs/ folder. Only the site is served, not the
+    suites and raw validation results beside it. quality.py is read at call time, not imported
+    at module load, so this module stays light and follows quality.py if the folder moves.
+    """
+    try:
+        quality = importlib.import_module("eos_ingest.quality")
+    except ImportError:
+        quality = None
+    index = getattr(quality, "data_docs_index", None)
+    if callable(index):
+        return Path(index()).resolve().parent
+    gx_root = getattr(quality, "gx_root", None)
+    root = Path(gx_root()) if callable(gx_root) else paths.state_dir() / "gx"
+    return (root / "data_docs").resolve()
+
+
+def data_docs_relpath(report_path: str | None) -> str | None:
+    """`report_path` relative to the Data Docs root (POSIX), or None when it lies elsewhere."""
+    if not report_path:
+        return None
+    try:
+        return Path(report_path).resolve().relative_to(data_docs_root()).as_posix()
+    except ValueError:
+        return None
+
+
+def resolve_data_docs_file(relpath: str) -> Path | None:
+    """The file at `relpath` under the Data Docs root, or None: a `..` part, an absolute path, a
+    symlink leading out of the root, a folder or a missing file are all None (a 404 for a server)."""
+    root = data_docs_root()
+    parts = Path(relpath).parts
+    if not relpath or Path(relpath).is_absolute() or ".." in parts or "\x00" in relpath:
+        return None
+    file = (root / relpath).resolve()
+    if not file.is_relative_to(root) or not file.is_file():
+        return None
+    return file

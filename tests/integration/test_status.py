@@ -1,0 +1,141 @@
+"""Pipeline status against the real broker and a real SQLite control DB: lag = LSO - committed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from eos_ingest.cli import plan_batch
+from eos_ingest.config import PipelineConfig
+from eos_ingest.control_store import ControlStore
+from eos_ingest.planner import PartitionOffsets, TopicPartition
+from eos_ingest.status import partition_status, pipeline_status
+from tests.kafka_helpers import TxProducer, watermarks
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'control.db'}"
+
+
+@pytest.fixture
+def store(sqlite_url: str) -> Iterator[ControlStore]:
+    s = ControlStore(sqlite_url)
+    s.ensure_schema()
+    yield s
+    s.close()
+
+
+def lso(bootstrap: str, topic: str, partition: int) -> int:
+    """The read_committed end of a partition, read by a plain consumer (not project code)."""
+    return watermarks(bootstrap, topic, partition, "read_committed")[1]
+
+
+def ingest_first_batch(config: PipelineConfig, store: ControlStore) -> dict[int, int]:
+    """Plan to the LSOs and commit the batch as a Spark job would; returns partition -> end."""
+    batch, _ = plan_batch(config, store)
+    assert batch is not None
+    store.commit_batch(
+        batch.batch_id, store.take_fence(batch.batch_id), records_read=0, records_written=0,
+        records_quarantined=0, delta_version=0, quarantine_delta_version=None,
+    )  # fmt: skip
+    return {r.partition: r.end for r in batch.ranges}
+
+
+def test_lag_is_the_last_stable_offset_minus_the_committed_offset(
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    make_pipeline: Callable[..., PipelineConfig],
+    store: ControlStore,
+    sqlite_url: str,
+) -> None:
+    topic = make_topic(partitions=2)
+    producer = TxProducer(kafka_bootstrap)
+    producer.transaction(topic, [{"id": i} for i in range(5)], commit=True, partition=0)
+    producer.transaction(topic, [{"id": 9}, {"id": 10}], commit=False, partition=0)  # aborted: gaps
+    producer.transaction(topic, [{"id": i} for i in range(3)], commit=True, partition=1)
+    config = make_pipeline([topic], sqlite_url)
+
+    before = pipeline_status(config, store)
+    assert before["kafka_error"] is None and before["batches"] == []
+    for row in before["partitions"]:  # never ingested: the first batch would take from log start
+        assert row["committed_offset"] is None and row["log_start"] == 0
+        assert row["lag"] == row["last_stable_offset"] == lso(kafka_bootstrap, topic, row["partition"])
+        assert row["note"].startswith("new partition")
+
+    committed = ingest_first_batch(config, store)
+    producer.transaction(topic, [{"id": i} for i in range(4)], commit=True, partition=0)
+    producer.transaction(topic, [{"id": 99}], commit=True, partition=1)
+
+    after = pipeline_status(config, store)
+    assert after["kafka_error"] is None
+    rows = {row["partition"]: row for row in after["partitions"]}
+    assert sorted(rows) == [0, 1]
+    for partition, row in rows.items():
+        end = lso(kafka_bootstrap, topic, partition)
+        assert row["committed_offset"] == committed[partition]
+        assert row["last_stable_offset"] == end
+        assert row["lag"] == end - committed[partition] and row["note"] is None
+    # Offsets, not records: each committed transaction adds one control marker.
+    assert (rows[0]["lag"], rows[1]["lag"]) == (4 + 1, 1 + 1)
+    assert after["total_lag"] == rows[0]["lag"] + rows[1]["lag"]
+    assert after["batches"][0]["status"] == "committed"
+    json.dumps(after)  # the JSON endpoint's payload
+
+
+def test_an_open_transaction_is_not_lag_until_it_commits(
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    make_pipeline: Callable[..., PipelineConfig],
+    store: ControlStore,
+    sqlite_url: str,
+) -> None:
+    topic = make_topic(partitions=1)
+    producer = TxProducer(kafka_bootstrap)
+    producer.transaction(topic, [{"id": i} for i in range(3)], commit=True, partition=0)
+    config = make_pipeline([topic], sqlite_url)
+    committed = ingest_first_batch(config, store)[0]
+
+    producer.begin()
+    producer.send(topic, [{"id": i} for i in range(6)], partition=0)
+    producer.producer.flush(30)
+    try:
+        high = watermarks(kafka_bootstrap, topic, 0, "read_uncommitted")[1]
+        assert high > committed  # the records are on the broker ...
+        (row,) = pipeline_status(config, store)["partitions"]
+        assert row["last_stable_offset"] == committed and row["lag"] == 0  # ... but not yet decided
+    finally:
+        producer.commit()
+    (row,) = pipeline_status(config, store)["partitions"]
+    assert row["lag"] == lso(kafka_bootstrap, topic, 0) - committed == 6 + 1
+
+
+T0 = TopicPartition("t", 0)
+
+
+@pytest.mark.parametrize(
+    ("committed", "offsets", "start_from", "lag", "note"),
+    [
+        ({T0: 4}, [PartitionOffsets("t", 0, 0, 10)], "earliest", 6, None),
+        ({}, [PartitionOffsets("t", 0, 3, 10)], "earliest", 7, "new partition"),
+        ({}, [PartitionOffsets("t", 0, 3, 10)], "latest", 0, "new partition"),
+        ({T0: 2}, [PartitionOffsets("t", 0, 5, 10)], "earliest", 8, "offsets [2, 5) were deleted"),
+        ({T0: 20}, [PartitionOffsets("t", 0, 0, 10)], "earliest", -10, "last stable offset below"),
+        ({T0: 4}, [], "earliest", None, None),  # Kafka did not answer: DB part only
+    ],
+)
+def test_partition_status_names_what_the_next_plan_will_do(
+    committed: dict[TopicPartition, int],
+    offsets: list[PartitionOffsets],
+    start_from: str,
+    lag: int | None,
+    note: str | None,
+) -> None:
+    (row,) = partition_status(committed, offsets, start_from)
+    assert row["lag"] == lag
+    assert row["note"] is None if note is None else row["note"].startswith(note)

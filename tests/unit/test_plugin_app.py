@@ -1,0 +1,242 @@
+"""The Airflow UI plugin: registration, auth, pages, JSON, Data Docs serving, with the broker down.
+
+The control DB is a real SQLite file with real batches; Kafka is a closed port, so every status
+renders its DB part and a kafka_error (what a status page must do while the broker is down).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from eos_ingest import paths, status
+from eos_ingest.control_store import ControlStore
+from eos_ingest.planner import Plan, PlannedRange, TopicPartition
+from tests.fixtures.kafka import free_port
+
+PLUGIN_FILE = paths.REPO_ROOT / "plugins" / "eos_ingest_plugin.py"
+XSS = "<script>alert('x')</script>"
+
+
+@pytest.fixture(scope="module")
+def plugin() -> ModuleType:
+    """The plugin file imported the way Airflow's plugins manager does: by path, named by its stem."""
+    spec = importlib.util.spec_from_file_location("eos_ingest_plugin", PLUGIN_FILE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def client(plugin: ModuleType) -> TestClient:
+    """The app with its authentication dependency overridden (the auth test uses the real one)."""
+    app = plugin.build_app()
+    app.dependency_overrides[app.state.require_user] = lambda: None
+    return TestClient(app)
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """pipelines/ with demo.yaml (two batches), a broken bad.yaml, and a Data Docs site."""
+    state, folder = tmp_path / "state", tmp_path / "pipelines"
+    folder.mkdir()
+    monkeypatch.setenv("EOS_STATE_DIR", str(state))
+    monkeypatch.setenv("EOS_PIPELINES_DIR", str(folder))
+    monkeypatch.setattr(status, "KAFKA_TIMEOUT_S", 0.5)
+    db_url = f"sqlite:///{tmp_path / 'control.db'}"
+    demo = {
+        "name": "demo",
+        "topics": ["orders"],
+        "kafka": {"bootstrap.servers": f"127.0.0.1:{free_port()}"},  # nothing listens there
+        "kafka_conn_id": None,  # no Airflow connection lookup in a unit test
+        "value": {"format": "raw"},
+        "control_db_url": db_url,
+        "schedule": "@hourly",
+    }
+    (folder / "demo.yaml").write_text(yaml.safe_dump(demo))
+    (folder / "bad.yaml").write_text(yaml.safe_dump({"name": XSS, "topics": ["orders"]}))
+
+    docs = state / "gx" / "data_docs"
+    report = docs / "validations" / "demo" / "batch_1.html"
+    report.parent.mkdir(parents=True)
+    report.write_text("<html>batch 1 report</html>")
+    (docs / "index.html").write_text("<html>docs index</html>")
+    (state / "gx" / "secret.json").write_text("{}")  # beside the site: never served
+
+    store = ControlStore(db_url)
+    store.ensure_schema()
+    first = Plan(ranges=(PlannedRange("orders", 0, 0, 10),), new_partitions=(TopicPartition("orders", 0),))
+    b1, _ = store.plan_scheduled("demo", lambda committed: first)
+    assert b1 is not None
+    store.commit_batch(
+        b1.batch_id, store.take_fence(b1.batch_id), records_read=10, records_written=9,
+        records_quarantined=1, delta_version=3, quarantine_delta_version=0,
+    )  # fmt: skip
+    report_json = json.dumps({"stage": "audit", "critical_failures": [], "warnings": [f"warn {XSS}"]})
+    store.record_quality(b1.batch_id, success=True, result_json=report_json, report_path=str(report))
+    b2, _ = store.plan_scheduled("demo", lambda committed: Plan(ranges=(PlannedRange("orders", 0, 10, 15),)))
+    assert b2 is not None
+    store.fail_batch(b2.batch_id, store.take_fence(b2.batch_id), f"ReadError: {XSS}")
+    yield {"folder": folder, "state": state, "docs": docs, "b1": b1.batch_id, "b2": b2.batch_id}
+    store.close()
+
+
+def assert_escaped(page: str) -> None:
+    assert "<script" not in page, "an unescaped <script> reached the page"
+
+
+def test_plugin_registers_the_app_under_eos_ingest_and_a_nav_entry(plugin: ModuleType) -> None:
+    from airflow.api_fastapi.app import RESERVED_URL_PREFIXES
+    from airflow.api_fastapi.core_api.datamodels.plugins import ExternalViewResponse
+    from airflow.plugins_manager import is_valid_plugin
+
+    cls = plugin.EosIngestPlugin
+    assert is_valid_plugin(cls) and cls.name == "eos_ingest"
+    (app,) = cls.fastapi_apps
+    assert app["url_prefix"] == "/eos-ingest" and app["name"] and callable(app["app"])
+    assert not any(app["url_prefix"].startswith(p) for p in RESERVED_URL_PREFIXES)
+    (view,) = cls.external_views
+    parsed = ExternalViewResponse.model_validate(view)  # what /api/v2/plugins serves to the UI
+    assert (parsed.name, parsed.destination, parsed.category) == ("Ingestion", "nav", "browse")
+    assert parsed.href == "eos-ingest/"  # relative: resolves under the UI's base URL
+    assert parsed.url_route == "eos-ingest"
+
+
+@pytest.mark.parametrize("path", ["/", "/pipelines/demo", "/api/pipelines/demo", "/data-docs/index.html"])
+def test_registered_app_refuses_requests_without_an_airflow_login(
+    plugin: ModuleType, site: dict[str, Any], path: str
+) -> None:
+    response = TestClient(plugin.EosIngestPlugin.fastapi_apps[0]["app"]).get(path)
+    assert response.status_code == 401
+    if path.startswith("/api/"):
+        assert response.json() == {"detail": "Not authenticated"}
+    else:
+        assert "Log in to" in response.text
+
+
+def test_index_lists_every_pipeline_and_a_broken_file_as_an_escaped_error_row(
+    client: TestClient, site: dict[str, Any]
+) -> None:
+    response = client.get("/")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
+    page = response.text
+    assert_escaped(page)
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page  # bad.yaml's error, escaped
+    assert '<a href="pipelines/demo">demo</a>' in page
+    assert "no Kafka offsets" in page and "KafkaUnavailableError" in page
+    assert f"#{site['b2']}" in page and "failed" in page  # the last batch
+    assert 'href="api/pipelines/demo"' in page and 'href="data-docs/index.html"' in page
+
+
+def test_pipeline_page_shows_partitions_batches_and_links_the_data_docs_report(
+    client: TestClient, site: dict[str, Any]
+) -> None:
+    response = client.get("/pipelines/demo")
+    assert response.status_code == 200
+    page = response.text
+    assert_escaped(page)
+    assert "ReadError: &lt;script&gt;" in page and "warn &lt;script&gt;" in page
+    assert 'href="../data-docs/validations/demo/batch_1.html"' in page
+    assert re.search(r"<td>orders</td><td class=\"num\">0</td><td class=\"num\">10</td>", page)
+    assert "Kafka offsets unavailable" in page
+    for batch_id in (site["b1"], site["b2"]):
+        assert f'<td class="num">{batch_id}</td>' in page
+
+
+def test_json_endpoint_returns_the_db_part_and_a_kafka_error_when_the_broker_is_down(
+    client: TestClient, site: dict[str, Any]
+) -> None:
+    response = client.get("/api/pipelines/demo")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["pipeline"] == "demo" and body["topics"] == ["orders"]
+    assert body["kafka_error"].startswith("KafkaUnavailableError") and body["total_lag"] is None
+    assert body["partitions"] == [
+        {"topic": "orders", "partition": 0, "committed_offset": 10, "log_start": None,
+         "last_stable_offset": None, "lag": None, "note": None},
+    ]  # fmt: skip
+    failed, committed = body["batches"]
+    assert (failed["batch_id"], failed["status"]) == (site["b2"], "failed")
+    assert failed["error"] == f"ReadError: {XSS}"  # JSON is data: not escaped
+    assert failed["ranges"] == [{"topic": "orders", "partition": 0, "start": 10, "end": 15}]
+    assert committed["status"] == "committed" and committed["committed_at"]
+    counts = [committed[f"records_{k}"] for k in ("read", "written", "quarantined")]
+    assert counts == [10, 9, 1]
+    assert committed["delta_version"] == 3 and committed["dq_success"] is True
+    assert committed["dq_report_docs_path"] == "validations/demo/batch_1.html"
+    last_only = client.get("/api/pipelines/demo?batches=1").json()["batches"]
+    assert [b["batch_id"] for b in last_only] == [site["b2"]]
+
+
+@pytest.mark.parametrize("path", ["/pipelines/nope", "/api/pipelines/nope", "/pipelines/..%2Fdemo"])
+def test_unknown_pipeline_is_404(client: TestClient, site: dict[str, Any], path: str) -> None:
+    assert client.get(path).status_code == 404
+
+
+def test_broken_pipeline_file_is_422_with_its_error_escaped(client: TestClient, site: dict[str, Any]) -> None:
+    page = client.get("/pipelines/bad")
+    assert page.status_code == 422 and "&lt;script&gt;" in page.text
+    assert_escaped(page.text)
+    assert client.get("/api/pipelines/bad").json()["detail"].endswith("([a-z0-9_]+)")
+
+
+def test_unreachable_control_db_is_an_error_row_not_a_500(client: TestClient, site: dict[str, Any]) -> None:
+    folder = site["folder"]
+    (folder.parent / "a_folder.db").mkdir()  # SQLite cannot open a folder as a database
+    doc = yaml.safe_load((folder / "demo.yaml").read_text())
+    doc.update(name="nodb", control_db_url=f"sqlite:///{folder.parent / 'a_folder.db'}")
+    (folder / "nodb.yaml").write_text(yaml.safe_dump(doc))
+    index = client.get("/")
+    assert index.status_code == 200 and "control DB: ControlStoreUnavailableError" in index.text
+    assert client.get("/api/pipelines/nodb").status_code == 503
+
+
+def test_missing_pipelines_folder_renders_the_error(
+    client: TestClient, site: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EOS_PIPELINES_DIR", str(site["folder"] / "missing"))
+    index = client.get("/")
+    assert index.status_code == 200 and "does not exist" in index.text
+    assert client.get("/pipelines/demo").status_code == 404
+
+
+def test_data_docs_serves_files_under_the_site_folder(client: TestClient, site: dict[str, Any]) -> None:
+    assert status.data_docs_root() == site["docs"].resolve()
+    page = client.get("/data-docs/validations/demo/batch_1.html")
+    assert page.status_code == 200 and page.text == "<html>batch 1 report</html>"
+    assert page.headers["content-type"].startswith("text/html")
+    assert client.get("/data-docs/").text == "<html>docs index</html>"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/data-docs/%2e%2e/secret.json",  # encoded, so the client does not normalise it away
+        "/data-docs/validations/%2e%2e/%2e%2e/secret.json",
+        "/data-docs/..%2Fsecret.json",
+        "/data-docs/validations/%2e%2e/index.html",  # inside the root, but any `..` is refused
+        "/data-docs//etc/passwd",
+        "/data-docs/validations",  # a folder
+        "/data-docs/missing.html",
+        "/data-docs/link.html",  # a symlink out of the root
+    ],
+)
+def test_data_docs_refuses_traversal_and_anything_outside_the_site(
+    client: TestClient, site: dict[str, Any], path: str
+) -> None:
+    (site["docs"] / "link.html").symlink_to(site["state"] / "gx" / "secret.json")
+    response = client.get(path)
+    assert response.status_code == 404, response.text
+    assert "no Data Docs page" in response.text  # refused by the endpoint, not just unrouted
