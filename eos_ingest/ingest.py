@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eos_ingest import parser, writer
+from eos_ingest import parser, quality, writer
 from eos_ingest.config import PipelineConfig
 from eos_ingest.control_store import ControlStore
 from eos_ingest.reader import read_ranges
@@ -59,9 +59,11 @@ def execute_batch(
     parsed = parser.parse(kafka_rows, config, batch_id).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         good, bad = parser.count_split(parsed)
+        rows = parser.output_rows(parsed, config)
+        quality.gate(spark, config, batch, rows, bad)  # raises QualityGateError: nothing written
         version = writer.replace_ranges(
             spark,
-            parser.output_rows(parsed, config),
+            rows,
             str(config.output_path),
             batch.ranges,
             batch_id,

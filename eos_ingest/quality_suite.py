@@ -1,0 +1,198 @@
+"""The expectation suite of a pipeline (default suite + its own expectations) and how failures read.
+
+Great Expectations is imported lazily: the import takes seconds and logs hundreds of INFO lines,
+and the CLI and the DAG parser import eos_ingest without needing it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eos_ingest import paths
+from eos_ingest.config import PipelineConfig
+from eos_ingest.errors import ConfigError
+from eos_ingest.parser import IDENTITY_COLUMNS
+from eos_ingest.planner import PlannedRange
+from eos_ingest.verify import merge_ranges
+
+if TYPE_CHECKING:
+    from great_expectations import ExpectationSuite
+    from great_expectations.core import ExpectationSuiteValidationResult, ExpectationValidationResult
+    from great_expectations.expectations import Expectation
+    from pyspark.sql import Column, DataFrame
+
+DEFAULT_SUITE = paths.REPO_ROOT / "expectations" / "suites" / "eos_default.json"
+# Computed before validation: null when the row's offset is inside the batch's planned ranges,
+# else a text naming topic, partition, offset and the planned ranges, which GX shows as the
+# unexpected value, so a failure names the offending partition.
+RANGE_COLUMN = "eos_outside_planned_ranges"
+# $PARAMETER of the default suite's row count: read_committed records - quarantined rows.
+EXPECTED_ROWS = "eos_expected_output_rows"
+# Keys of a pipeline's expectation mapping that are fields of the expectation, not arguments
+# of the check; everything else (column, min_value, row_condition, ...) is passed through.
+_NOT_ARGUMENTS = ("type",)
+_EXAMPLES = 3
+
+
+@contextmanager
+def quiet_gx() -> Iterator[None]:
+    """GX logs hundreds of INFO lines on import and context creation: keep them out of task logs."""
+    logger = logging.getLogger("great_expectations")
+    before = logger.level
+    logger.setLevel(max(before, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+@cache
+def default_suite_doc(path: Path = DEFAULT_SUITE) -> dict[str, Any]:
+    """The default suite as stored in the repo (GX suite JSON)."""
+    with path.open(encoding="utf-8") as f:
+        doc: dict[str, Any] = json.load(f)
+    return doc
+
+
+def pipeline_expectations(config: PipelineConfig) -> list[Expectation]:
+    """The pipeline's own expectations (`config.expectations`) as GX expectation objects.
+
+    Each item is a mapping with a GX 1.x snake-case "type" plus the expectation's fields, e.g.
+    {"type": "expect_column_values_to_be_between", "column": "amount", "min_value": 0,
+    "severity": "warning"}. An unknown type or bad arguments raise ConfigError naming the
+    pipeline, the index and the type. Call it early (DAG parse, plan) to fail before any Spark work.
+    """
+    with quiet_gx():
+        from great_expectations.exceptions import ExpectationNotFoundError
+        from great_expectations.expectations.registry import (
+            get_expectation_impl,
+            list_registered_expectation_implementations,
+        )
+
+    built: list[Expectation] = []
+    for i, item in enumerate(config.expectations):
+        kind = str(item.get("type"))
+        where = f"pipeline {config.name!r}: expectations[{i}] (type {kind!r})"
+        try:
+            impl = get_expectation_impl(kind)
+        except ExpectationNotFoundError:
+            known = list_registered_expectation_implementations()
+            close = difflib.get_close_matches(kind, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(
+                f"{where} is not a Great Expectations expectation type; {hint}use a GX 1.x type in "
+                "snake case, e.g. expect_column_values_to_not_be_null"
+            ) from None
+        arguments = {k: v for k, v in item.items() if k not in _NOT_ARGUMENTS}
+        try:
+            built.append(impl(**arguments))
+        except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+            raise ConfigError(f"{where} has invalid arguments {arguments}: {exc}") from None
+    return built
+
+
+def build_suite(config: PipelineConfig) -> ExpectationSuite:
+    """The suite a pipeline's batches are validated with: the default suite, then its own."""
+    with quiet_gx():
+        import great_expectations as gx
+        from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
+
+    doc = default_suite_doc()
+    expectations = [ExpectationConfiguration(**e).to_domain_obj() for e in doc["expectations"]]
+    expectations += pipeline_expectations(config)
+    suite = gx.ExpectationSuite(
+        name=config.name,
+        expectations=expectations,
+        meta={**doc.get("meta", {}), "eos_default_suite": doc["name"], "eos_pipeline": config.name},
+    )
+    # ExpectationSuite logs and drops an expectation it cannot take: never validate with fewer.
+    if len(suite.expectations) != len(expectations):
+        raise ConfigError(f"pipeline {config.name!r}: GX dropped expectations of its suite; see the log")
+    return suite
+
+
+def with_range_column(rows: DataFrame, ranges: Sequence[PlannedRange]) -> DataFrame:
+    """`rows` plus RANGE_COLUMN: null inside the planned ranges, else what is wrong with the row.
+
+    A row with a null identity gets null here too: the not-null expectations report it.
+    """
+    from pyspark.sql import functions as F
+
+    topic, partition, offset = (F.col(c) for c in IDENTITY_COLUMNS)
+    spans = merge_ranges(ranges)
+    inside: Column = F.lit(False)
+    planned: Column = F.lit("none")  # text of the partition's planned ranges, for the message
+    for (t, p), intervals in sorted(spans.items(), reverse=True):
+        in_partition = (topic == F.lit(t)) & (partition == F.lit(p))
+        for start, end in intervals:
+            inside = inside | (in_partition & (offset >= F.lit(start)) & (offset < F.lit(end)))
+        text = " ".join(f"[{s}, {e})" for s, e in intervals)
+        planned = F.when(in_partition, F.lit(text)).otherwise(planned)
+    problem = F.format_string("%s[%d] offset %d outside planned %s", topic, partition, offset, planned)
+    return rows.withColumn(RANGE_COLUMN, F.when(~inside, problem))
+
+
+def expectation_name(result: ExpectationValidationResult) -> str:
+    """`type(columns)` of a result's expectation, e.g. expect_column_values_to_not_be_null(kafka_offset)."""
+    config = result.expectation_config
+    assert config is not None  # a validation result always carries its expectation
+    kwargs = config.kwargs
+    if "column_list" in kwargs:
+        columns = ", ".join(str(c) for c in kwargs["column_list"])
+    elif "column_A" in kwargs:
+        columns = f"{kwargs['column_A']}, {kwargs['column_B']}"
+    else:
+        columns = str(kwargs.get("column", ""))
+    return f"{config.type}({columns})" if columns else str(config.type)
+
+
+def observed(result: ExpectationValidationResult) -> str:
+    """A short observed value: the exception, the observed value, or unexpected counts and examples."""
+    info = result.exception_info or {}
+    if info.get("raised_exception"):
+        return f"raised: {str(info.get('exception_message'))[:200]}"
+    details: Mapping[str, Any] = result.result or {}
+    config = result.expectation_config
+    if "observed_value" in details:
+        text = f"observed {_short(details['observed_value'])}"
+        if config is not None and "value" in config.kwargs:
+            text += f", expected {config.kwargs['value']}"
+        return text
+    if "unexpected_count" in details:
+        text = f"{details['unexpected_count']} of {details.get('element_count')} rows unexpected"
+        examples = [_short(v) for v in (details.get("partial_unexpected_list") or [])[:_EXAMPLES]]
+        return f"{text}, e.g. {'; '.join(examples)}" if examples else text
+    return _short(details)
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def summarize(result: ExpectationSuiteValidationResult) -> dict[str, Any]:
+    """Statistics and the failed expectations of a suite result, split by severity."""
+    failed = [r for r in result.results if not r.success]
+
+    def critical(r: ExpectationValidationResult) -> bool:
+        config = r.expectation_config
+        return config is None or str(getattr(config.severity, "value", config.severity)) == "critical"
+
+    stats = result.statistics
+    return {
+        "statistics": {
+            "evaluated_expectations": int(stats["evaluated_expectations"]),
+            "successful_expectations": int(stats["successful_expectations"]),
+            "unsuccessful_expectations": int(stats["unsuccessful_expectations"]),
+        },
+        "failed_expectations": [expectation_name(r) for r in failed],
+        "critical_failures": [f"{expectation_name(r)}: {observed(r)}" for r in failed if critical(r)],
+        "warnings": [f"{expectation_name(r)}: {observed(r)}" for r in failed if not critical(r)],
+    }
