@@ -41,3 +41,19 @@ clean: stack-down
 # Throughput of `eos-ingest run` end to end, and of a rerun's replace; medians of 3 runs.
 bench: stack-up
 	$(PY) bench/bench_ingest.py $(BENCH_ARGS)
+
+# The main job, end to end on local defaults: setup, Kafka, `airflow standalone`, a demo stream,
+# the ingest DAG through the REST API, verify; then a summary in $(EOS_STATE_DIR)/demo/summary.json.
+# Leaves everything running; see docs/airflow.md.
+demo:
+	@scripts/demo.sh
+
+# Airflow alone (after `make stack-up` for Kafka): UI at http://127.0.0.1:8080, login in docs/airflow.md.
+airflow-up: setup
+	@scripts/airflow.sh up
+
+# Stops what `make demo` started: Airflow (every process it started) and the Kafka broker.
+down:
+	@scripts/airflow.sh down
+	@stack/stack.sh down
+.PHONY: demo airflow-up down

@@ -100,7 +100,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     print(f"eos-ingest: {'planned' if created else 'resuming'} batch {batch.batch_id}", file=sys.stderr)
     argv = spark_submit_argv(config.source, batch.batch_id, master=args.master)
-    code = subprocess.run(argv, env=spark_submit_env(), check=False).returncode
+    # The job's own output goes to stderr: stdout carries only the JSON summary below.
+    code = subprocess.run(argv, env=spark_submit_env(), stdout=sys.stderr, check=False).returncode
     done = store.get_batch(batch.batch_id)
     print(json.dumps(batch_summary(done), indent=2))
     return 0 if code == 0 and done.status.value == "committed" else (code or 1)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+from eos_ingest.airflow_conn import KAFKA_SETTINGS_ENV, with_kafka_overrides
 from eos_ingest.config import load_pipeline
 from eos_ingest.control_store import ControlStore
 from eos_ingest.errors import EosIngestError, FencedError
@@ -21,7 +23,8 @@ def run_job(config_path: Path, batch_id: int) -> BatchResult:
     """
     from pyspark.sql import SparkSession
 
-    config = load_pipeline(config_path)
+    # Kafka settings of the Airflow connection come in the environment, never on the command line.
+    config = with_kafka_overrides(load_pipeline(config_path), os.environ.get(KAFKA_SETTINGS_ENV))
     store = ControlStore(config.control_db_url)
     store.ensure_schema()
     fence = store.take_fence(batch_id)

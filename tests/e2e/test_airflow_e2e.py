@@ -1,0 +1,249 @@
+"""Airflow end to end: `airflow standalone` started by scripts/airflow.sh (one start for the module),
+the ingest and backfill DAGs triggered through the REST API, checked against the control tables,
+the Delta table and an independent read_committed consumer.
+
+The pipeline's YAML names a broker that does not exist; the real one (the session test broker) is
+only in the Airflow connection kafka_default, with a canary password: so every step provably uses
+the connection, and the canary must never show in a log or a rendered template.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+import subprocess
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from eos_ingest import paths
+from eos_ingest.config import PipelineConfig, load_pipeline
+from eos_ingest.control_store import ControlStore
+from eos_ingest.kafka_offsets import fetch_partition_offsets
+from tests.e2e.airflow_api import AirflowApi
+from tests.fixtures.kafka import free_port
+from tests.fixtures.pipelines import verify_pipeline
+from tests.kafka_helpers import TxProducer
+
+pytestmark = pytest.mark.e2e
+
+AIRFLOW_SH = paths.REPO_ROOT / "scripts" / "airflow.sh"
+CANARY = f"canary-{secrets.token_hex(8)}"
+BAD_VALUES = [b"not json", b'{"id": "abc"}', b"[1, 2]"]
+RUN_TIMEOUT_S = 900  # one batch: spark-submit, the GX gate and audit, on a busy 2-core machine
+
+
+@dataclass
+class Stack:
+    api: AirflowApi
+    config: PipelineConfig  # as Airflow sees it: the connection's broker merged in
+    topic: str
+    airflow_home: Path
+
+
+def rows(start: int, count: int) -> list[dict]:
+    return [{"id": i, "name": f"n{i}", "amount": i / 2} for i in range(start, start + count)]
+
+
+def our_processes(airflow_home: Path) -> list[int]:
+    """Pids whose environment holds this AIRFLOW_HOME: only processes this module started."""
+    marker = f"AIRFLOW_HOME={airflow_home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("airflow-e2e")
+    state = root / "state"
+    state.mkdir()
+    (state / "jars").symlink_to(paths.state_dir() / "jars")  # fetched once by `make setup`
+    topic = f"e2e_events_{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(timeout=60)
+    producer = TxProducer(kafka_bootstrap)
+    producer.transaction(topic, rows(0, 30), commit=True)
+    producer.transaction(topic, rows(1000, 20), commit=False)
+    producer.transaction(topic, rows(30, 30), commit=True)
+    producer.transaction(topic, BAD_VALUES, commit=True)
+    pipelines = root / "pipelines"
+    pipelines.mkdir()
+    doc = {
+        "name": "e2e",
+        "topics": [topic],
+        "kafka": {"bootstrap.servers": "127.0.0.1:9"},  # nothing listens: the connection must win
+        "kafka_conn_id": "kafka_default",
+        "value": {"format": "json", "schema": "id BIGINT, name STRING, amount DOUBLE"},
+        "output": {"path": str(root / "tables" / "e2e")},
+        "control_db_url": f"sqlite:///{root / 'control.db'}",
+        "schedule": None,
+    }
+    (pipelines / "e2e.yaml").write_text(yaml.safe_dump(doc))
+    password = secrets.token_urlsafe(12)
+    port = free_port()
+    airflow_home = state / "airflow"
+    conn = {"bootstrap.servers": kafka_bootstrap, "sasl.username": "e2e", "sasl.password": CANARY}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_", "AIRFLOW__"))}
+    env.update(
+        EOS_STATE_DIR=str(state),
+        EOS_AIRFLOW_HOME=str(airflow_home),
+        EOS_AIRFLOW_PORT=str(port),
+        EOS_AIRFLOW_ADMIN_PASSWORD=password,
+        EOS_PIPELINES_DIR=str(pipelines),
+        AIRFLOW_CONN_KAFKA_DEFAULT=json.dumps({"conn_type": "kafka", "extra": conn}),
+    )
+    try:
+        up = subprocess.run([str(AIRFLOW_SH), "up"], env=env, text=True, capture_output=True, timeout=420)
+        assert up.returncode == 0, f"airflow.sh up failed:\n{up.stdout}\n{up.stderr}"
+        config = load_pipeline(pipelines / "e2e.yaml")
+        merged = dataclasses.replace(config, kafka={**config.kafka, "bootstrap.servers": kafka_bootstrap})
+        yield Stack(AirflowApi(f"http://127.0.0.1:{port}", "admin", password), merged, topic, airflow_home)
+    finally:
+        down = subprocess.run([str(AIRFLOW_SH), "down"], env=env, text=True, capture_output=True, timeout=180)
+        assert down.returncode == 0, down.stderr
+        assert our_processes(airflow_home) == [], "airflow.sh down left processes behind"
+        assert subprocess.run(["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}"]).returncode != 0
+
+
+def table_copies(spark, config: PipelineConfig) -> Counter[int]:
+    """How often each offset identity appears across the table and its quarantine."""
+    counts: Counter[int] = Counter()
+    for path in (config.output_path, config.quarantine_path):
+        for r in (
+            spark.read.format("delta").load(str(path)).select("kafka_partition", "kafka_offset").collect()
+        ):
+            counts[r[0] * 1_000_000 + r[1]] += 1
+    return counts
+
+
+def delta_version(spark, config: PipelineConfig) -> int:
+    from delta.tables import DeltaTable
+
+    return int(DeltaTable.forPath(spark, str(config.output_path)).history(1).first()["version"])
+
+
+def finished(stack: Stack, dag_id: str, run_id: str) -> dict[str, str | None]:
+    state = stack.api.wait_for_run(dag_id, run_id, RUN_TIMEOUT_S)
+    states = stack.api.task_states(dag_id, run_id)
+    if state != "success":
+        failed = next((t for t, s in states.items() if s == "failed"), None)
+        log = stack.api.task_log(dag_id, run_id, failed)[-4000:] if failed else ""
+        pytest.fail(f"{dag_id} {run_id} is {state}: {states}\n{log}")
+    return states
+
+
+def test_ingest_then_backfill_through_the_rest_api(stack: Stack, spark) -> None:
+    api, config = stack.api, stack.config
+    api.wait_for_dag("eos_ingest__e2e")
+    api.wait_for_dag("eos_backfill__e2e")
+    store = ControlStore(config.control_db_url)
+
+    run_id = api.run("eos_ingest__e2e")
+    assert set(finished(stack, "eos_ingest__e2e", run_id).values()) == {"success"}
+    (batch,) = [b for b in store.list_batches("e2e") if b.airflow_run_id == run_id]
+    assert (batch.kind.value, batch.status.value, batch.dq_success) == ("scheduled", "committed", True)
+    assert (batch.records_written, batch.records_quarantined) == (60, len(BAD_VALUES))
+    stable = {
+        (o.topic, o.partition): o.last_stable for o in fetch_partition_offsets(config.kafka, [stack.topic])
+    }
+    committed = store.committed_offsets("e2e")
+    assert {(tp.topic, tp.partition): o for tp, o in committed.items()} == stable
+    assert api.xcom("eos_ingest__e2e", run_id, "validate")["success"] is True
+    events = api.get("/assets/events", limit=50)["asset_events"]
+    assert any(e["uri"] == config.output_path.as_uri() and e["extra"].get("batch_id") == batch.batch_id
+               for e in events), events  # fmt: skip
+
+    # Nothing new: the plan short-circuits, no Spark work, and the run stays green.
+    idle = api.run("eos_ingest__e2e")
+    assert finished(stack, "eos_ingest__e2e", idle) == {
+        "plan": "success", "spark_ingest": "skipped", "validate": "skipped", "publish": "skipped",
+    }  # fmt: skip
+    assert len(store.list_batches("e2e")) == 1
+
+    end = min(committed.values())
+    conf = {
+        "topic": stack.topic,
+        "partitions": [0, 1, 2],
+        "start_offset": 0,
+        "end_offset": end,
+        "reason": "e2e",
+    }
+    backfill_run = api.run("eos_backfill__e2e", conf)
+    assert set(finished(stack, "eos_backfill__e2e", backfill_run).values()) == {"success"}
+    (backfill,) = [b for b in store.list_batches("e2e") if b.airflow_run_id == backfill_run]
+    assert (backfill.kind.value, backfill.status.value) == ("backfill", "committed")
+    assert backfill.records_read and backfill.records_read > 0
+    assert store.committed_offsets("e2e") == committed
+    assert set(table_copies(spark, config).values()) == {1}
+    report = verify_pipeline(spark, config)
+    assert report.ok and report.duplicates == 0 and report.missing == 0, report.to_dict()
+    assert report.expected == 60 + len(BAD_VALUES)
+
+
+def test_an_invalid_backfill_fails_at_once_and_changes_nothing(stack: Stack, spark) -> None:
+    api, config = stack.api, stack.config
+    api.wait_for_dag("eos_backfill__e2e")
+    store = ControlStore(config.control_db_url)
+    batches, committed = len(store.list_batches("e2e")), store.committed_offsets("e2e")
+    version = delta_version(spark, config) if config.output_path.exists() else None
+
+    no_reason = api.trigger("eos_backfill__e2e", {"topic": stack.topic, "partitions": [1]})
+    assert no_reason.status_code == 400 and "reason" in no_reason.text
+
+    conf = {
+        "topic": stack.topic,
+        "partitions": [1],
+        "start_offset": 0,
+        "end_offset": 10**9,
+        "reason": "too far",
+    }
+    run_id = api.run("eos_backfill__e2e", conf)
+    assert api.wait_for_run("eos_backfill__e2e", run_id, 300) == "failed"
+    tis = api.task_instances("eos_backfill__e2e", run_id)
+    assert (tis["record_backfill"]["state"], tis["record_backfill"]["try_number"]) == ("failed", 1)
+    assert tis["spark_ingest"]["state"] == "upstream_failed"
+    log = api.task_log("eos_backfill__e2e", run_id, "record_backfill")
+    assert f"topic '{stack.topic}' partition 1 range [0, {10**9})" in log
+    assert "goes beyond the committed offset" in log or "has not ingested this partition" in log
+    assert len(store.list_batches("e2e")) == batches
+    assert store.committed_offsets("e2e") == committed
+    assert (delta_version(spark, config) if config.output_path.exists() else None) == version
+
+
+def test_the_api_server_listens_on_loopback_only(stack: Stack) -> None:
+    port = stack.api.base_url.rsplit(":", 1)[1]
+    listening = subprocess.run(
+        ["ss", "-ltnH", f"sport = :{port}"], text=True, capture_output=True, check=True
+    )
+    addresses = {line.split()[3].rsplit(":", 1)[0] for line in listening.stdout.splitlines()}
+    assert addresses and addresses <= {"127.0.0.1", "[::ffff:127.0.0.1]"}, listening.stdout
+
+
+def test_kafka_secrets_never_reach_logs_or_rendered_templates(stack: Stack) -> None:
+    leaks = [
+        str(p) for p in stack.airflow_home.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()
+    ]
+    assert leaks == []
+    for run in stack.api.get("/dags/eos_ingest__e2e/dagRuns")["dag_runs"]:
+        tis = stack.api.task_instances("eos_ingest__e2e", run["dag_run_id"])
+        if tis["spark_ingest"]["state"] != "success":
+            continue  # an idle run skipped it: nothing was rendered
+        fields = tis["spark_ingest"]["rendered_fields"]
+        assert fields["application_args"][:2] == ["--config", str(stack.config.source)], fields
+        rendered = json.dumps(fields)
+        assert CANARY not in rendered and "EOS_KAFKA_SETTINGS_JSON" not in rendered

@@ -1,0 +1,196 @@
+"""The DAG folder as Airflow parses it, and the Kafka connection's way to the Spark job.
+
+The DAG factory is read through Airflow's own DagBag, as the dag-processor reads it: import
+errors, DAG ids for every pipeline file, run limits, the backfill trigger form and the Asset.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eos_ingest import paths
+from eos_ingest.config import load_all_pipelines, load_pipeline
+
+# Airflow reads its config when first imported: a throw-away AIRFLOW_HOME, never ~/airflow.
+os.environ.setdefault("AIRFLOW_HOME", str(paths.state_dir() / "airflow-unit-tests"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+# Airflow's logging setup lowers the root level to INFO; py4j would then log "Closing down
+# clientserver connection" from a destructor at exit, after pytest has closed the streams.
+logging.getLogger("py4j").setLevel(logging.WARNING)
+
+DAGS = paths.REPO_ROOT / "dags"
+PIPELINES = paths.REPO_ROOT / "pipelines"
+
+
+def dag_bag(pipelines_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from airflow.dag_processing.dagbag import DagBag
+
+    monkeypatch.setenv("EOS_PIPELINES_DIR", str(pipelines_dir))
+    return DagBag(dag_folder=str(DAGS))
+
+
+@pytest.fixture(scope="module")
+def bag() -> Iterator[Any]:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        yield dag_bag(PIPELINES, monkeypatch)
+
+
+def test_the_dag_folder_imports_without_errors(bag: Any) -> None:
+    assert bag.import_errors == {}
+
+
+def test_every_pipeline_has_an_ingest_and_a_backfill_dag(bag: Any) -> None:
+    names = [c.name for c in load_all_pipelines(PIPELINES)]
+
+    assert names, "pipelines/ holds at least the demo"
+    assert sorted(bag.dag_ids) == sorted(
+        [f"eos_ingest__{n}" for n in names] + [f"eos_backfill__{n}" for n in names]
+    )
+
+
+def test_the_ingest_dag_runs_one_at_a_time_on_the_pipeline_schedule(bag: Any) -> None:
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    for config in load_all_pipelines(PIPELINES):
+        dag = bag.dags[f"eos_ingest__{config.name}"]
+        assert dag.max_active_runs == 1 and dag.catchup is False
+        assert dag.schedule == config.schedule
+        assert [t.task_id for t in dag.topological_sort()] == ["plan", "spark_ingest", "validate", "publish"]
+        assert type(dag.get_task("plan")).__name__ == "_ShortCircuitDecoratedOperator"
+        spark = dag.get_task("spark_ingest")
+        assert isinstance(spark, SparkSubmitOperator)
+        assert spark._conn_id == "spark_default"
+        assert spark.application == str(paths.REPO_ROOT / "spark" / "ingest_batch.py")
+        assert spark.application_args == [
+            "--config", str(config.source), "--batch-id", "{{ ti.xcom_pull(task_ids='plan') }}",
+        ]  # fmt: skip
+        assert spark.conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+        assert "delta-spark" in spark.jars and "spark-sql-kafka" in spark.jars
+        assert spark.retries >= 1
+        # Nothing Kafka-related is a template field: it would be rendered and shown in the UI.
+        assert not spark.env_vars
+
+
+def test_the_backfill_dag_is_manual_with_a_documented_trigger_form(bag: Any) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    config = load_pipeline(PIPELINES / "demo.yaml")
+    dag = bag.dags["eos_backfill__demo"]
+    assert dag.schedule is None and dag.max_active_runs == 1
+    assert [t.task_id for t in dag.topological_sort()] == [
+        "record_backfill", "spark_ingest", "validate", "publish",
+    ]  # fmt: skip
+    schema = {k: dag.params.get_param(k).schema for k in dag.params}
+    described = {k: dag.params.get_param(k).description for k in dag.params}
+    expected = ["topic", "partitions", "start_offset", "end_offset", "start_time", "end_time", "reason"]
+    assert sorted(schema) == sorted(expected)
+    assert all(schema[k].get("title") for k in expected), schema
+    assert all(described[k] for k in expected), described
+    assert schema["topic"]["enum"] == list(config.topics)
+    assert schema["partitions"]["type"] == "array" and schema["partitions"]["items"]["type"] == "integer"
+    assert schema["start_time"]["format"] == "date-time"
+    assert schema["reason"]["minLength"] == 1
+    # Required: no default, so a trigger without them is refused before a run exists.
+    values = dag.params.dump()
+    assert values["reason"] is None and values["partitions"] is None
+    trigger = copy.deepcopy(dag.params)
+    trigger.update({"partitions": [0], "start_offset": 0, "end_offset": 5})
+    with pytest.raises(ParamValidationError, match="reason"):
+        trigger.validate()
+    trigger["reason"] = "replay"
+    assert trigger.validate()["topic"] == config.topics[0]
+
+
+def test_publish_emits_the_table_asset(bag: Any) -> None:
+    from airflow.sdk import Asset
+
+    for config in load_all_pipelines(PIPELINES):
+        table = Asset(uri=config.output_path.as_uri())
+        for dag_id in (f"eos_ingest__{config.name}", f"eos_backfill__{config.name}"):
+            assert bag.dags[dag_id].get_task("publish").outlets == [table]
+        assert table.uri.startswith("file:///")
+
+
+def test_a_broken_pipeline_file_is_an_import_error_naming_it_and_hides_no_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copy(PIPELINES / "demo.yaml", tmp_path / "demo.yaml")
+    (tmp_path / "broken.yaml").write_text("name: broken\ntopics: [t]\nvalue: {format: json}\n")
+    (tmp_path / "typo.yaml").write_text("name: typo\ntopics: [t]\nschedul: '@daily'\n")
+
+    bag = dag_bag(tmp_path, monkeypatch)
+
+    assert sorted(bag.dag_ids) == ["eos_backfill__demo", "eos_ingest__demo"]
+    assert len(bag.import_errors) == 1
+    (where, message), *_ = bag.import_errors.items()
+    assert where.endswith("eos_pipeline_files.py")
+    assert "2 pipeline file(s)" in message
+    assert "broken.yaml: value.schema = None is not valid" in message
+    assert "typo.yaml: schedul = '@daily' is not valid; unknown key (did you mean 'schedule'?)" in message
+
+
+# -- the Kafka connection on its way to the Spark job ----------------------------------------------
+
+
+def test_connection_settings_are_merged_over_the_file_and_secrets_are_known(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from eos_ingest.airflow_conn import config_from_airflow, secret_values, shown_settings
+
+    extra = {"bootstrap.servers": "broker:9093", "sasl.password": "canary-pw-123", "enable.idempotence": True}
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "extra": extra}))
+    config = load_pipeline(PIPELINES / "demo.yaml")
+
+    merged, from_conn = config_from_airflow(config)
+
+    assert from_conn == {"bootstrap.servers": "broker:9093", "sasl.password": "canary-pw-123",
+                         "enable.idempotence": "true"}  # fmt: skip
+    assert merged.kafka == {**config.kafka, **from_conn}
+    assert secret_values(merged.kafka) == ["canary-pw-123"]
+    assert shown_settings(merged.kafka)["sasl.password"] == "***"
+
+
+def test_a_missing_connection_leaves_the_file_settings_and_a_wrong_type_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from eos_ingest.airflow_conn import config_from_airflow
+    from eos_ingest.errors import ConfigError
+
+    config = load_pipeline(PIPELINES / "demo.yaml")
+    monkeypatch.delenv("AIRFLOW_CONN_KAFKA_DEFAULT", raising=False)
+    assert config_from_airflow(config) == (config, None)
+
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "spark", "host": "local"}))
+    with pytest.raises(ConfigError, match=r"conn_type 'spark'; eos-ingest needs .* 'kafka'"):
+        config_from_airflow(config)
+
+
+def test_the_job_merges_the_settings_env_over_the_file_and_never_echoes_a_bad_value() -> None:
+    from eos_ingest.airflow_conn import encode_settings, settings_from_extra, with_kafka_overrides
+    from eos_ingest.errors import ConfigError
+
+    config = load_pipeline(PIPELINES / "demo.yaml")
+    merged = with_kafka_overrides(
+        config, encode_settings({"bootstrap.servers": "b:1", "sasl.password": "pw"})
+    )
+    assert merged.kafka == {**config.kafka, "bootstrap.servers": "b:1", "sasl.password": "pw"}
+    assert with_kafka_overrides(config, None) is config and with_kafka_overrides(config, "") is config
+
+    with pytest.raises(ConfigError) as bad:
+        with_kafka_overrides(config, '{"sasl.password": "leaky-secret"')
+    assert "leaky-secret" not in str(bad.value)
+    with pytest.raises(ConfigError, match="JSON object of strings"):
+        with_kafka_overrides(config, '{"retries": 3}')
+    with pytest.raises(ConfigError, match="'oauth_cb' is a Python callback"):
+        settings_from_extra({"oauth_cb": "pkg.cb"}, "kafka_default")
+    with pytest.raises(ConfigError, match="has a dict value"):
+        settings_from_extra({"bootstrap.servers": {"a": 1}}, "kafka_default")
