@@ -14,7 +14,6 @@ Airflow backfill DAG and ``eos-ingest backfill`` share them.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -286,19 +285,11 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_backfill(args: argparse.Namespace) -> int:
     """``eos-ingest backfill``: check, record the batch, then run it with spark-submit."""
-    import json
-
-    from eos_ingest.cli import batch_summary, load_config, open_store
-    from eos_ingest.submit import spark_submit_argv, spark_submit_env
+    from eos_ingest.cli import load_config, open_store, submit_and_report
 
     config = load_config(args)
     store = open_store(config)
     request = parse_request({k: getattr(args, k) for k in PARAM_KEYS}, config.topics)
     batch = create_backfill(config, store, request)
     print(f"eos-ingest: backfill batch {batch.batch_id}: {request.describe()}", file=sys.stderr)
-    argv = spark_submit_argv(config.source, batch.batch_id, master=args.master)
-    # The job's own output goes to stderr: stdout carries only the JSON summary below.
-    code = subprocess.run(argv, env=spark_submit_env(), stdout=sys.stderr, check=False).returncode
-    done = store.get_batch(batch.batch_id)
-    print(json.dumps(batch_summary(done), indent=2))
-    return 0 if code == 0 and done.status.value == "committed" else (code or 1)
+    return submit_and_report(config, store, batch.batch_id, args.master)

@@ -18,7 +18,7 @@ from eos_ingest.backfill import add_cli_arguments as add_backfill_arguments
 from eos_ingest.backfill import cmd_backfill
 from eos_ingest.config import PipelineConfig, load_pipeline, load_pipeline_by_name
 from eos_ingest.control_store import Batch, ControlStore
-from eos_ingest.errors import EosIngestError
+from eos_ingest.errors import ConfigError, EosIngestError
 from eos_ingest.kafka_offsets import fetch_partition_offsets
 from eos_ingest.planner import plan_ranges
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
@@ -99,10 +99,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps({"pipeline": config.name, "batch": None, "message": "nothing new to ingest"}))
         return 0
     print(f"eos-ingest: {'planned' if created else 'resuming'} batch {batch.batch_id}", file=sys.stderr)
-    argv = spark_submit_argv(config.source, batch.batch_id, master=args.master)
+    return submit_and_report(config, store, batch.batch_id, args.master)
+
+
+def submit_and_report(config: PipelineConfig, store: ControlStore, batch_id: int, master: str) -> int:
+    """spark-submit one batch, print its summary as JSON; 0 only when it committed."""
+    argv = spark_submit_argv(config.source, batch_id, master=master)
     # The job's own output goes to stderr: stdout carries only the JSON summary below.
     code = subprocess.run(argv, env=spark_submit_env(), stdout=sys.stderr, check=False).returncode
-    done = store.get_batch(batch.batch_id)
+    done = store.get_batch(batch_id)
     print(json.dumps(batch_summary(done), indent=2))
     return 0 if code == 0 and done.status.value == "committed" else (code or 1)
 
@@ -153,6 +158,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_reset_offsets(args: argparse.Namespace) -> int:
+    """Operator action after a topic was deleted and recreated: restart its committed offsets.
+
+    Rows already in the table at the same offsets came from the old topic; the next batches
+    replace them range by range as the new topic's records land.
+    """
+    config = load_config(args)
+    if args.topic not in config.topics:
+        raise ConfigError(f"topic {args.topic!r} is not one of the pipeline's topics {list(config.topics)}")
+    offsets = fetch_partition_offsets(config.kafka_settings, [args.topic])
+    to = {o.partition: (o.log_start if args.to == "earliest" else o.last_stable) for o in offsets}
+    before = open_store(config).reset_offsets(config.name, args.topic, to, args.reason)
+    print(json.dumps({"pipeline": config.name, "topic": args.topic, "before": before, "after": to}))
+    return 0
+
+
 def cmd_abandon(args: argparse.Namespace) -> int:
     config = load_config(args)
     open_store(config).abandon_batch(args.batch_id, args.reason)
@@ -192,6 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
     command("verify", cmd_verify, "compare Kafka's committed records with the output tables")
     help_text = "re-ingest an offset range or time window of committed partitions"
     add_backfill_arguments(command("backfill", cmd_backfill, help_text))
+    p = command("reset-offsets", cmd_reset_offsets, "restart a recreated topic's offsets (operator action)")
+    p.add_argument("--topic", required=True)
+    p.add_argument(
+        "--to", choices=("earliest", "latest"), required=True, help="the topic's log start or its LSO"
+    )
+    p.add_argument("--reason", required=True)
     p = command("abandon", cmd_abandon, "give up a planned batch (operator action)")
     p.add_argument("--batch-id", type=int, required=True)
     p.add_argument("--reason", required=True)

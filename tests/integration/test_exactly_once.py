@@ -6,8 +6,10 @@ import pytest
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import NewPartitions
 
+from eos_ingest.cli import main as cli_main
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import OffsetsLostError, TopicRecreatedError
+from eos_ingest.planner import TopicPartition
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer
 
@@ -168,6 +170,25 @@ def test_topic_deleted_and_recreated_fails_the_plan(
     with pytest.raises(TopicRecreatedError) as recreated:
         ingest_once(spark, config)
     assert topic in str(recreated.value) and "21" in str(recreated.value)
+
+    # The operator's fix: restart the topic's offsets at its log start, then ingest goes on.
+    code = cli_main(
+        [
+            "reset-offsets",
+            "--config",
+            str(config.source),
+            "--topic",
+            topic,
+            "--to",
+            "earliest",
+            "--reason",
+            "recreated",
+        ]
+    )
+    assert code == 0
+    result = ingest_once(spark, config)
+    assert result is not None and result.records_read == 3
+    assert open_store(config).committed_offsets(config.name) == {TopicPartition(topic, 0): 4}
 
 
 def test_a_pipeline_of_two_topics(spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url) -> None:
