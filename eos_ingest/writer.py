@@ -43,17 +43,22 @@ def replace_ranges(
 ) -> int:
     """Replace the rows of `ranges` in the Delta table at `path` with `rows`; returns the Delta version.
 
-    On a new table the first write creates it (partitioned). Delta checks that every written row
-    matches the replaceWhere predicate, so a row outside the batch's ranges fails the write.
+    The same replaceWhere write also creates a new table (partitioned). There is deliberately no
+    "append when the table does not exist yet" branch: two attempts of a first batch would both see
+    no table, and Delta retries blind appends, so both copies would land. A replace carries its
+    predicate as a read, so the second writer fails with a concurrent-modification error instead.
+    On an existing table Delta also checks that every written row matches the predicate, so a row
+    outside the batch's ranges fails the write (on the first write the gate's range check covers it).
     """
-    from delta.tables import DeltaTable
-
-    writer = rows.write.format("delta").option("userMetadata", commit_marker(batch_id))
     try:
-        if DeltaTable.isDeltaTable(spark, path):
-            writer.mode("overwrite").option("replaceWhere", ranges_predicate(ranges)).save(path)
-        else:
-            writer.mode("append").partitionBy(*partition_by).save(path)
+        (
+            rows.write.format("delta")
+            .option("userMetadata", commit_marker(batch_id))
+            .mode("overwrite")
+            .option("replaceWhere", ranges_predicate(ranges))
+            .partitionBy(*partition_by)
+            .save(path)
+        )
         return version_written_by(spark, path, batch_id)
     except Exception as exc:
         raise WriteError(f"Delta replace of batch {batch_id} into {path} failed: {exc}") from exc

@@ -56,15 +56,22 @@ def produce_batch(bootstrap: str, topic: str) -> None:
     producer.transaction(topic, [{"id": i, "name": "y", "amount": 2.0} for i in range(200, 300)], commit=True)
 
 
-def test_kill_9_between_delta_write_and_commit_then_rerun_leaves_exactly_one_copy(
-    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
-) -> None:
-    topic = make_topic(partitions=3)
-    produce_batch(kafka_bootstrap, topic)
+def planned_batch(bootstrap: str, topic: str, make_pipeline, control_db_url: str):
+    """A topic with committed and aborted transactions, and its first batch planned (not run)."""
+    produce_batch(bootstrap, topic)
     config = make_pipeline([topic], control_db_url)
     store = open_store(config)
     batch, _ = plan_batch(config, store)
     assert batch is not None
+    return config, store, batch
+
+
+def test_kill_9_between_delta_write_and_commit_then_rerun_leaves_exactly_one_copy(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
+) -> None:
+    config, store, batch = planned_batch(
+        kafka_bootstrap, make_topic(partitions=3), make_pipeline, control_db_url
+    )
     pause = tmp_path / "pause"
 
     log = tmp_path / "job.log"
@@ -107,12 +114,9 @@ def test_kill_9_between_delta_write_and_commit_then_rerun_leaves_exactly_one_cop
 def test_two_attempts_at_one_batch_one_commits_and_the_zombie_is_fenced(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
 ) -> None:
-    topic = make_topic(partitions=2)
-    produce_batch(kafka_bootstrap, topic)
-    config = make_pipeline([topic], control_db_url)
-    store = open_store(config)
-    batch, _ = plan_batch(config, store)
-    assert batch is not None
+    config, store, batch = planned_batch(
+        kafka_bootstrap, make_topic(partitions=2), make_pipeline, control_db_url
+    )
     pause = tmp_path / "zombie-pause"
 
     zombie_log, winner_log = tmp_path / "zombie.log", tmp_path / "winner.log"
