@@ -77,10 +77,21 @@ def stack(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str) -> Ite
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(timeout=60)
     producer = TxProducer(kafka_bootstrap)
-    producer.transaction(topic, rows(0, 30), commit=True)
-    producer.transaction(topic, rows(1000, 20), commit=False)
-    producer.transaction(topic, rows(30, 30), commit=True)
-    producer.transaction(topic, BAD_VALUES, commit=True)
+    # Every partition gets records (the default partitioner may leave one empty), so the backfill
+    # below has a non-empty committed range in each.
+    for values, commit in (
+        (rows(0, 30), True),
+        (rows(1000, 20), False),
+        (rows(30, 30), True),
+        (BAD_VALUES, True),
+    ):
+        producer.begin()
+        for partition in range(3):
+            producer.send(topic, values[partition::3], partition=partition)
+        if commit:
+            producer.commit()
+        else:
+            producer.abort()
     pipelines = root / "pipelines"
     pipelines.mkdir()
     doc = {
