@@ -1,14 +1,21 @@
-"""Kafka settings from an Airflow connection, and how they reach the Spark job unseen.
+"""Kafka settings from an Airflow connection, one rule of precedence, and the way to the Spark job.
 
-In Airflow, a pipeline's ``kafka_conn_id`` (default ``kafka_default``) names a connection of the
-Kafka provider's type (conn_type ``kafka``) whose extra JSON is librdkafka config, e.g.
-``{"bootstrap.servers": "broker:9092", "sasl.password": "..."}``. Those settings are merged over
-the YAML ``kafka:`` settings (the connection wins), so one pipeline file works in every
-environment and its secrets live in Airflow's connection store, not in the repository.
+A pipeline's ``kafka_conn_id`` (default ``kafka_default``) names a connection of the Kafka
+provider's type (conn_type ``kafka``) whose extra JSON is librdkafka config, e.g.
+``{"bootstrap.servers": "broker:9092", "sasl.password": "..."}``.
 
-The merged settings reach the spark-submit job in the environment variable
+One rule, the same in the CLI, the DAGs, the Spark job and the Ingestion page
+(``resolve_kafka_settings``): a pipeline reads ONE cluster, so the file's ``kafka:`` settings and
+the connection's settings are joined, and a key that both set to different values is refused
+(ConfigError naming the key, the file and the connection). Nothing is silently overridden. A
+file without a ``kafka:`` section has only the built-in default
+``bootstrap.servers: ${EOS_KAFKA_BOOTSTRAP:-127.0.0.1:9092}``, which a connection replaces.
+Inside Airflow the connection comes from Airflow's connection store; the CLI (no Airflow import)
+reads it from the ``AIRFLOW_CONN_<ID>`` environment variable, as Airflow itself does.
+
+The connection's settings reach the spark-submit job in the environment variable
 ``EOS_KAFKA_SETTINGS_JSON``, never on its command line, in a log or in a rendered template; the
-job merges it over the file's settings again (``with_kafka_overrides``). Only the functions named
+job resolves them against the file again (``with_kafka_overrides``). Only the functions named
 ``*_from_airflow`` import Airflow; the rest is pure and used by the Spark job too.
 """
 
@@ -17,8 +24,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from eos_ingest.config import PipelineConfig, is_secret_key
 from eos_ingest.errors import ConfigError
@@ -60,9 +69,39 @@ def settings_from_extra(extra: Mapping[str, Any], conn_id: str = "?") -> dict[st
     return settings
 
 
-def merge_settings(file_settings: Mapping[str, str], conn_settings: Mapping[str, str]) -> dict[str, str]:
-    """The YAML ``kafka:`` settings with the connection's settings over them (the connection wins)."""
-    return {**file_settings, **conn_settings}
+def resolve_kafka_settings(
+    config: PipelineConfig, conn_settings: Mapping[str, str] | None, conn_id: str | None = None
+) -> dict[str, str]:
+    """The pipeline's librdkafka settings: the file's ``kafka:`` joined with the connection's.
+
+    A file without a ``kafka:`` section contributes only its built-in default, which the
+    connection replaces. A key set both in the file and in the connection must have one value;
+    otherwise ConfigError names the key and both places (secret values shown as ``***``), so a
+    pipeline can never read one cluster from the CLI and another from Airflow.
+    """
+    if not conn_settings:
+        return dict(config.kafka)
+    if config.kafka_is_default:
+        return {**config.kafka, **conn_settings}
+    conflicts = sorted(
+        k for k in config.kafka.keys() & conn_settings.keys() if config.kafka[k] != conn_settings[k]
+    )
+    if conflicts:
+
+        def shown(key: str, value: str) -> str:
+            return "***" if is_secret_key(key) else repr(value)
+
+        where = f"Airflow connection {conn_id or config.kafka_conn_id!r}"
+        lines = "; ".join(
+            f"kafka.{k} is {shown(k, config.kafka[k])} in the file but {shown(k, conn_settings[k])} in {where}"
+            for k in conflicts
+        )
+        raise ConfigError(
+            f"{config.source}: {lines}. A pipeline reads one cluster: keep each setting in one "
+            f"place (remove it from the file's kafka: section or from the connection's extra), "
+            f"or set kafka_conn_id: null to use the file alone"
+        )
+    return {**config.kafka, **conn_settings}
 
 
 def with_kafka_overrides(config: PipelineConfig, overrides_json: str | None) -> PipelineConfig:
@@ -84,7 +123,7 @@ def with_kafka_overrides(config: PipelineConfig, overrides_json: str | None) -> 
         isinstance(k, str) and isinstance(v, str) for k, v in parsed.items()
     ):
         raise ConfigError(f"{KAFKA_SETTINGS_ENV} must be a JSON object of strings to strings")
-    return dataclasses.replace(config, kafka=merge_settings(config.kafka, parsed))
+    return dataclasses.replace(config, kafka=resolve_kafka_settings(config, parsed))
 
 
 def encode_settings(settings: Mapping[str, str]) -> str:
@@ -100,6 +139,73 @@ def secret_values(settings: Mapping[str, str]) -> list[str]:
 def shown_settings(settings: Mapping[str, str]) -> dict[str, str]:
     """The settings with secret values replaced by ``***``, for logs."""
     return {k: "***" if is_secret_key(k) else v for k, v in settings.items()}
+
+
+def connection_env_name(conn_id: str) -> str:
+    """The environment variable Airflow reads a connection from: ``AIRFLOW_CONN_<ID>``."""
+    return f"AIRFLOW_CONN_{conn_id.upper()}"
+
+
+def connection_settings_from_env(conn_id: str | None, environ: Mapping[str, str]) -> dict[str, str] | None:
+    """The librdkafka settings of connection `conn_id` defined in ``AIRFLOW_CONN_<ID>``, or None.
+
+    Airflow's two spellings are read: JSON (``{"conn_type": "kafka", "extra": {...}}``) and URI
+    (``kafka://?bootstrap.servers=broker%3A9092``, each query parameter an extra key, or
+    ``__extra__`` holding the JSON). This is how the CLI sees the same connection as Airflow
+    without importing it. The message of a bad value never repeats it (it may hold secrets).
+    """
+    if conn_id is None:
+        return None
+    name = connection_env_name(conn_id)
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return None
+    conn_type, extra = _parse_connection(raw, name)
+    if conn_type != KAFKA_CONN_TYPE:
+        raise ConfigError(
+            f"{name} has conn_type {conn_type!r}; eos-ingest needs a connection of the Kafka "
+            f"provider's type {KAFKA_CONN_TYPE!r} whose extra is librdkafka config"
+        )
+    return settings_from_extra(extra, conn_id)
+
+
+def _parse_connection(raw: str, name: str) -> tuple[str | None, dict[str, Any]]:
+    fix = f'{name} must be Airflow connection JSON ({{"conn_type": "kafka", "extra": {{...}}}}) or a URI'
+    if raw.startswith("{"):
+        try:
+            doc = json.loads(raw)
+            extra = doc.get("extra") or {}
+            extra = json.loads(extra) if isinstance(extra, str) else extra
+        except (json.JSONDecodeError, AttributeError):
+            raise ConfigError(f"{name} is not valid JSON; {fix}") from None
+        if not isinstance(extra, dict):
+            raise ConfigError(f"{name}: 'extra' is not a JSON object; {fix}")
+        return doc.get("conn_type"), extra
+    parts = urlsplit(raw)
+    if not parts.scheme:
+        raise ConfigError(f"{name} has no connection type; {fix}")
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    if "__extra__" in query:
+        try:
+            extra = json.loads(query["__extra__"])
+        except json.JSONDecodeError:
+            raise ConfigError(f"{name}: its __extra__ is not valid JSON; {fix}") from None
+    else:
+        extra = query
+    return parts.scheme.replace("-", "_"), extra
+
+
+def config_for_cli(
+    config: PipelineConfig, environ: Mapping[str, str] | None = None
+) -> tuple[PipelineConfig, dict[str, str] | None]:
+    """The config as the CLI runs it: the same precedence as in Airflow, with the connection read
+    from ``AIRFLOW_CONN_<ID>``. Returns (resolved config, the connection's settings or None)."""
+    conn_settings = connection_settings_from_env(
+        config.kafka_conn_id, os.environ if environ is None else environ
+    )
+    if conn_settings is None:
+        return config, None
+    return dataclasses.replace(config, kafka=resolve_kafka_settings(config, conn_settings)), conn_settings
 
 
 # -- Airflow side ---------------------------------------------------------------------------------
@@ -141,7 +247,7 @@ def connection_settings_from_airflow(conn_id: str | None) -> dict[str, str] | No
 
 
 def config_from_airflow(config: PipelineConfig) -> tuple[PipelineConfig, dict[str, str] | None]:
-    """The config with its Airflow Kafka connection merged over its kafka settings.
+    """The config with its Airflow Kafka connection's settings joined (resolve_kafka_settings).
 
     Returns (merged config, the connection's settings or None). Call it inside a task only:
     it reads a connection, which a DAG file must not do while it is parsed.
@@ -149,7 +255,7 @@ def config_from_airflow(config: PipelineConfig) -> tuple[PipelineConfig, dict[st
     conn_settings = connection_settings_from_airflow(config.kafka_conn_id)
     if conn_settings is None:
         return config, None
-    merged = dataclasses.replace(config, kafka=merge_settings(config.kafka, conn_settings))
+    merged = dataclasses.replace(config, kafka=resolve_kafka_settings(config, conn_settings))
     log.info(
         "pipeline %s: kafka settings from connection %r: %s",
         config.name,

@@ -9,11 +9,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from eos_ingest.airflow_conn import (
+    KAFKA_SETTINGS_ENV,
+    config_for_cli,
+    connection_settings_from_env,
+    encode_settings,
+)
 from eos_ingest.backfill import add_cli_arguments as add_backfill_arguments
 from eos_ingest.backfill import cmd_backfill
 from eos_ingest.config import PipelineConfig, load_pipeline, load_pipeline_by_name
@@ -25,9 +32,9 @@ from eos_ingest.submit import spark_submit_argv, spark_submit_env
 
 
 def load_config(args: argparse.Namespace) -> PipelineConfig:
-    if args.config:
-        return load_pipeline(args.config)
-    return load_pipeline_by_name(args.pipeline)
+    """The pipeline's config with its Kafka connection (``AIRFLOW_CONN_<ID>``) joined as in Airflow."""
+    config = load_pipeline(args.config) if args.config else load_pipeline_by_name(args.pipeline)
+    return config_for_cli(config)[0]
 
 
 def open_store(config: PipelineConfig) -> ControlStore:
@@ -105,8 +112,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 def submit_and_report(config: PipelineConfig, store: ControlStore, batch_id: int, master: str) -> int:
     """spark-submit one batch, print its summary as JSON; 0 only when it committed."""
     argv = spark_submit_argv(config.source, batch_id, master=master)
+    env = spark_submit_env()
+    conn_settings = connection_settings_from_env(config.kafka_conn_id, os.environ)
+    if conn_settings:
+        # As in Airflow: the connection's settings reach the job in the environment, never in argv.
+        env[KAFKA_SETTINGS_ENV] = encode_settings(conn_settings)
     # The job's own output goes to stderr: stdout carries only the JSON summary below.
-    code = subprocess.run(argv, env=spark_submit_env(), stdout=sys.stderr, check=False).returncode
+    code = subprocess.run(argv, env=env, stdout=sys.stderr, check=False).returncode
     done = store.get_batch(batch_id)
     print(json.dumps(batch_summary(done), indent=2))
     return 0 if code == 0 and done.status.value == "committed" else (code or 1)

@@ -6,7 +6,7 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
     topics: [demo_events]          # 1+ Kafka topic names
     kafka:                         # librdkafka settings, passed through as strings; default:
       bootstrap.servers: ${EOS_KAFKA_BOOTSTRAP:-127.0.0.1:9092}
-    kafka_conn_id: kafka_default   # Airflow connection merged over `kafka:` in Airflow; null = none
+    kafka_conn_id: kafka_default   # Airflow connection whose settings join `kafka:`; null = none
     start_from: earliest           # earliest | latest: where a partition never seen before starts
     max_records_per_partition: 100000   # offsets per partition per batch, >= 1
     value:
@@ -103,6 +103,9 @@ class PipelineConfig:
     schedule: str | None
     expectations: tuple[dict[str, Any], ...] = field(hash=False)
     source: Path = field(compare=False)
+    # True when the file has no `kafka:` section: its settings are then only the built-in default,
+    # which an Airflow connection replaces (see airflow_conn.resolve_kafka_settings).
+    kafka_is_default: bool = field(default=False, compare=False)
 
     @property
     def output_path(self) -> Path:
@@ -304,6 +307,7 @@ class _Loader:
             name=name,
             topics=self.topics(doc.get("topics")),
             kafka=self.kafka(doc.get("kafka", self.expand(_DEFAULT_KAFKA, "kafka"))),
+            kafka_is_default="kafka" not in doc,
             kafka_conn_id=conn_id,
             start_from=self.choice(doc, "start_from", START_FROM),
             max_records_per_partition=self.max_records(doc.get("max_records_per_partition", 100_000)),

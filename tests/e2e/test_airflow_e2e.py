@@ -2,8 +2,8 @@
 the ingest and backfill DAGs triggered through the REST API, checked against the control tables,
 the Delta table and an independent read_committed consumer.
 
-The pipeline's YAML names a broker that does not exist; the real one (the session test broker) is
-only in the Airflow connection kafka_default, with a canary password: so every step provably uses
+The pipeline's YAML names no broker (its default points where nothing listens); the real one (the
+session test broker) is only in the Airflow connection kafka_default, with a canary password: so every step provably uses
 the connection, and the canary must never show in a log or a rendered template.
 """
 
@@ -97,7 +97,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str) -> Ite
     doc = {
         "name": "e2e",
         "topics": [topic],
-        "kafka": {"bootstrap.servers": "127.0.0.1:9"},  # nothing listens: the connection must win
+        # No kafka: section, and its built-in default points where nothing listens (EOS_KAFKA_BOOTSTRAP
+        # below): every step must take the cluster from the connection.
         "kafka_conn_id": "kafka_default",
         "value": {"format": "json", "schema": "id BIGINT, name STRING, amount DOUBLE"},
         "output": {"path": str(root / "tables" / "e2e")},
@@ -116,6 +117,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str) -> Ite
         EOS_AIRFLOW_PORT=str(port),
         EOS_AIRFLOW_ADMIN_PASSWORD=password,
         EOS_PIPELINES_DIR=str(pipelines),
+        EOS_KAFKA_BOOTSTRAP="127.0.0.1:9",
         AIRFLOW_CONN_KAFKA_DEFAULT=json.dumps({"conn_type": "kafka", "extra": conn}),
     )
     try:

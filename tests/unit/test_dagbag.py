@@ -141,22 +141,39 @@ def test_a_broken_pipeline_file_is_an_import_error_naming_it_and_hides_no_other(
 # -- the Kafka connection on its way to the Spark job ----------------------------------------------
 
 
-def test_connection_settings_are_merged_over_the_file_and_secrets_are_known(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_connection_settings_join_the_file_and_secrets_are_known(monkeypatch: pytest.MonkeyPatch) -> None:
     from eos_ingest.airflow_conn import config_from_airflow, secret_values, shown_settings
 
-    extra = {"bootstrap.servers": "broker:9093", "sasl.password": "canary-pw-123", "enable.idempotence": True}
-    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "extra": extra}))
     config = load_pipeline(PIPELINES / "demo.yaml")
+    extra = {
+        "bootstrap.servers": config.kafka["bootstrap.servers"],  # the same cluster as the file's
+        "sasl.password": "canary-pw-123",
+        "enable.idempotence": True,
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "extra": extra}))
 
     merged, from_conn = config_from_airflow(config)
 
-    assert from_conn == {"bootstrap.servers": "broker:9093", "sasl.password": "canary-pw-123",
-                         "enable.idempotence": "true"}  # fmt: skip
+    assert from_conn == {"bootstrap.servers": config.kafka["bootstrap.servers"],
+                         "sasl.password": "canary-pw-123", "enable.idempotence": "true"}  # fmt: skip
     assert merged.kafka == {**config.kafka, **from_conn}
     assert secret_values(merged.kafka) == ["canary-pw-123"]
     assert shown_settings(merged.kafka)["sasl.password"] == "***"
+
+
+def test_a_connection_naming_another_cluster_than_the_file_is_refused_in_airflow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from eos_ingest.airflow_conn import config_from_airflow
+    from eos_ingest.errors import ConfigError
+
+    extra = {"bootstrap.servers": "broker:9093"}
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "extra": extra}))
+    config = load_pipeline(PIPELINES / "demo.yaml")  # names its own bootstrap.servers
+
+    with pytest.raises(ConfigError, match=r"kafka\.bootstrap\.servers is .* in the file but 'broker:9093' in "
+                       r"Airflow connection 'kafka_default'.*one cluster"):  # fmt: skip
+        config_from_airflow(config)
 
 
 def test_a_missing_connection_leaves_the_file_settings_and_a_wrong_type_is_refused(
@@ -174,15 +191,13 @@ def test_a_missing_connection_leaves_the_file_settings_and_a_wrong_type_is_refus
         config_from_airflow(config)
 
 
-def test_the_job_merges_the_settings_env_over_the_file_and_never_echoes_a_bad_value() -> None:
+def test_the_job_joins_the_settings_env_with_the_file_and_never_echoes_a_bad_value() -> None:
     from eos_ingest.airflow_conn import encode_settings, settings_from_extra, with_kafka_overrides
     from eos_ingest.errors import ConfigError
 
     config = load_pipeline(PIPELINES / "demo.yaml")
-    merged = with_kafka_overrides(
-        config, encode_settings({"bootstrap.servers": "b:1", "sasl.password": "pw"})
-    )
-    assert merged.kafka == {**config.kafka, "bootstrap.servers": "b:1", "sasl.password": "pw"}
+    merged = with_kafka_overrides(config, encode_settings({"sasl.password": "pw"}))
+    assert merged.kafka == {**config.kafka, "sasl.password": "pw"}
     assert with_kafka_overrides(config, None) is config and with_kafka_overrides(config, "") is config
 
     with pytest.raises(ConfigError) as bad:
