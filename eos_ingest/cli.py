@@ -176,7 +176,9 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
 
 def cmd_abandon(args: argparse.Namespace) -> int:
     config = load_config(args)
-    open_store(config).abandon_batch(args.batch_id, args.reason)
+    store = open_store(config)
+    store.get_pipeline_batch(config.name, args.batch_id)  # never another pipeline's batch
+    store.abandon_batch(args.batch_id, args.reason)
     print(json.dumps({"batch_id": args.batch_id, "status": "abandoned"}))
     return 0
 

@@ -89,6 +89,17 @@ class ControlStore:
         """The batch, or BatchStateError if the id is unknown."""
         return self._db.run(lambda conn: self._require(conn, batch_id), write=False)
 
+    def get_pipeline_batch(self, pipeline: str, batch_id: int) -> Batch:
+        """The batch, or BatchStateError if the id is unknown or belongs to another pipeline."""
+        batch = self.get_batch(batch_id)
+        if batch.pipeline != pipeline:
+            raise BatchStateError(
+                f"batch {batch_id} belongs to pipeline {batch.pipeline!r}, not to pipeline {pipeline!r}: "
+                f"nothing was done; pass --pipeline {batch.pipeline} (or its config) with this batch id, "
+                f"or the id of a batch of {pipeline!r} (eos-ingest status --pipeline {pipeline})"
+            )
+        return batch
+
     def list_batches(self, pipeline: str, limit: int = 20) -> list[Batch]:
         """The pipeline's most recent batches, newest first."""
         query = batches.c.pipeline == pipeline

@@ -19,7 +19,8 @@ def run_job(config_path: Path, batch_id: int) -> BatchResult:
     A non-retriable error of ours (bad data for the gate, a write refused, ...) marks the batch
     failed with its text, under our fence only, so a zombie cannot fail a batch it lost. Anything
     else (a broker restart mid-read, a killed executor) leaves it planned: a retry re-runs the
-    same ranges and the replace makes the result identical.
+    same ranges and the replace makes the result identical. A batch of another pipeline is
+    refused (BatchStateError) before the fence is taken.
     """
     from pyspark.sql import SparkSession
 
@@ -27,6 +28,7 @@ def run_job(config_path: Path, batch_id: int) -> BatchResult:
     config = with_kafka_overrides(load_pipeline(config_path), os.environ.get(KAFKA_SETTINGS_ENV))
     store = ControlStore(config.control_db_url)
     store.ensure_schema()
+    store.get_pipeline_batch(config.name, batch_id)  # never write another pipeline's ranges
     fence = store.take_fence(batch_id)
     spark = SparkSession.builder.appName(f"eos-ingest {config.name} batch {batch_id}").getOrCreate()
     try:
