@@ -168,10 +168,34 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
     if args.topic not in config.topics:
         raise ConfigError(f"topic {args.topic!r} is not one of the pipeline's topics {list(config.topics)}")
     offsets = fetch_partition_offsets(config.kafka_settings, [args.topic])
-    to = {o.partition: (o.log_start if args.to == "earliest" else o.last_stable) for o in offsets}
+    chosen = _partitions(args.partitions, args.topic, [o.partition for o in offsets])
+    to = {
+        o.partition: (o.log_start if args.to == "earliest" else o.last_stable)
+        for o in offsets
+        if chosen is None or o.partition in chosen
+    }
     before = open_store(config).reset_offsets(config.name, args.topic, to, args.reason)
     print(json.dumps({"pipeline": config.name, "topic": args.topic, "before": before, "after": to}))
     return 0
+
+
+def _partitions(text: str | None, topic: str, existing: Sequence[int]) -> set[int] | None:
+    """--partitions "0,2" as a set (None: all); ConfigError for a bad or unknown partition."""
+    if text is None:
+        return None
+    try:
+        chosen = {int(p) for p in text.split(",") if p.strip()}
+    except ValueError:
+        chosen = set()
+    if not chosen:
+        raise ConfigError(f"--partitions {text!r} is not a comma-separated list of partitions; e.g. 0,2")
+    unknown = sorted(chosen - set(existing))
+    if unknown:
+        raise ConfigError(
+            f"--partitions {text!r}: topic {topic!r} has no partition {', '.join(map(str, unknown))} "
+            f"(it has {', '.join(map(str, sorted(existing)))}); pass existing partitions or leave the option out"
+        )
+    return chosen
 
 
 def cmd_abandon(args: argparse.Namespace) -> int:
@@ -219,6 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", required=True)
     p.add_argument(
         "--to", choices=("earliest", "latest"), required=True, help="the topic's log start or its LSO"
+    )
+    p.add_argument(
+        "--partitions", help="comma-separated partitions to reset, e.g. 0,2 (default: every partition)"
     )
     p.add_argument("--reason", required=True)
     p = command("abandon", cmd_abandon, "give up a planned batch (operator action)")

@@ -73,3 +73,30 @@ def test_abandon_refuses_another_pipelines_batch(
 
     assert cli_main(["abandon", "--config", str(alpha.source), *args]) == 0
     assert store.get_batch(batch.batch_id).status.value == "abandoned"
+
+
+def test_reset_offsets_with_partitions_moves_only_those_and_refuses_unknown_ones(
+    kafka_bootstrap, make_topic, make_pipeline, control_db_url, capsys
+) -> None:
+    topic = make_topic(partitions=3)
+    producer = TxProducer(kafka_bootstrap)
+    for partition in range(3):  # offsets 0-4, marker at 5: LSO 6 everywhere
+        producer.transaction(topic, [{"id": partition}] * 5, commit=True, partition=partition)
+    config = make_pipeline([topic], control_db_url)
+    store = open_store(config)
+    store.reset_offsets(config.name, topic, {0: 1, 1: 2, 2: 3}, "test setup")
+
+    def offsets() -> dict[int, int]:
+        return {tp.partition: o for tp, o in store.committed_offsets(config.name).items()}
+
+    base = ["reset-offsets", "--config", str(config.source), "--topic", topic, "--reason", "test"]
+    for bad, words in (("0,7", "has no partition 7"), ("x", "not a comma-separated list")):
+        assert cli_main([*base, "--to", "latest", "--partitions", bad]) == 2
+        err = capsys.readouterr().err
+        assert f"--partitions {bad!r}" in err and words in err, err
+        assert offsets() == {0: 1, 1: 2, 2: 3}
+
+    assert cli_main([*base, "--to", "latest", "--partitions", "0,2"]) == 0
+    assert offsets() == {0: 6, 1: 2, 2: 6}
+    assert cli_main([*base, "--to", "earliest"]) == 0  # default: every partition
+    assert offsets() == {0: 0, 1: 0, 2: 0}
