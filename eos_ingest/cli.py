@@ -20,7 +20,7 @@ from eos_ingest.config import PipelineConfig, load_pipeline, load_pipeline_by_na
 from eos_ingest.control_store import Batch, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError
 from eos_ingest.kafka_offsets import fetch_partition_offsets
-from eos_ingest.planner import plan_ranges
+from eos_ingest.planner import TopicPartition, plan_ranges
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
 
 
@@ -43,7 +43,10 @@ def plan_batch(
     allow_data_loss: bool = False,
     airflow_run_id: str | None = None,
 ) -> tuple[Batch | None, bool]:
-    """Plan the next scheduled batch to the LSOs read now, or return the pending one unchanged."""
+    """Plan the next scheduled batch to the LSOs read now, or return the pending one unchanged.
+
+    A pending batch whose ranges Kafka has deleted since raises OffsetsLostError before any Spark
+    work; with allow_data_loss it is abandoned and a new batch planned from the log start."""
     offsets = fetch_partition_offsets(config.kafka_settings, config.topics)
     note = "data loss accepted by --allow-data-loss" if allow_data_loss else None
     return store.plan_scheduled(
@@ -57,6 +60,8 @@ def plan_batch(
         ),
         airflow_run_id=airflow_run_id,
         override_note=note,
+        log_starts={TopicPartition(o.topic, o.partition): o.log_start for o in offsets},
+        allow_data_loss=allow_data_loss,
     )
 
 

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, and_, insert, select, update
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from eos_ingest import control_queries as q
+from eos_ingest import data_loss
 from eos_ingest.control_engine import TransactionRunner
 from eos_ingest.control_queries import Batch
 from eos_ingest.control_schema import (
@@ -134,6 +135,8 @@ class ControlStore:
         *,
         airflow_run_id: str | None = None,
         override_note: str | None = None,
+        log_starts: Mapping[TopicPartition, int] | None = None,
+        allow_data_loss: bool = False,
     ) -> tuple[Batch | None, bool]:
         """Step 1 of the protocol, in one short transaction. Returns (batch, created):
 
@@ -142,6 +145,10 @@ class ControlStore:
         - (batch, True): make_plan(committed offsets) was persisted as a new planned batch;
         - (None, True): the plan holds no records, so no batch (and no Spark work); new
           partitions' offsets and accepted losses (plan.skipped) are still recorded.
+
+        With `log_starts` (read now), a pending batch with a range starting below its partition's
+        log start can never be read: OffsetsLostError, nothing changed; or, with allow_data_loss,
+        it is abandoned (reason naming the loss) and a new batch planned, in this one transaction.
 
         make_plan must be pure: if it raises, nothing is written. New partitions start at their
         range's start; a skipped (lost) partition's committed offset moves to its log start and
@@ -152,7 +159,19 @@ class ControlStore:
             q.lock_pipeline(conn, pipeline)
             pending = q.pending(conn, pipeline)
             if pending is not None:
-                return pending, False
+                gone = data_loss.pending_losses(pending.ranges, log_starts or {})
+                if not gone:
+                    return pending, False
+                if not allow_data_loss:
+                    raise data_loss.pending_batch_lost_error(pipeline, pending.batch_id, gone)
+                reason = f"abandoned: offsets deleted by Kafka after planning: {data_loss.describe(gone)}"
+                conn.execute(
+                    update(batches)
+                    .where(
+                        batches.c.batch_id == pending.batch_id, batches.c.status == BatchStatus.PLANNED.value
+                    )
+                    .values(status=BatchStatus.ABANDONED.value, error=reason, updated_at=utc_now())
+                )
             committed = q.committed(conn, pipeline)
             plan = make_plan(dict(committed))
             starts = q.check_plan(pipeline, plan, committed)
