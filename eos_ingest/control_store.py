@@ -143,8 +143,9 @@ class ControlStore:
         - (pending, False): a planned scheduled batch exists; it is returned unchanged and
           make_plan is not called, so a retry re-runs exactly the same ranges;
         - (batch, True): make_plan(committed offsets) was persisted as a new planned batch;
-        - (None, True): the plan holds no records, so no batch (and no Spark work); new
-          partitions' offsets and accepted losses (plan.skipped) are still recorded.
+        - (None, True): the plan holds no records, so no batch to run (and no Spark work); new
+          partitions' offsets are still recorded, and accepted losses (plan.skipped) too: their
+          offsets move and a committed batch with the empty ranges carries the loss in its note.
 
         With `log_starts` (read now), a pending batch with a range starting below its partition's
         log start can never be read: OffsetsLostError, nothing changed; or, with allow_data_loss,
@@ -193,7 +194,16 @@ class ControlStore:
             note = "; ".join(n for n in (override_note, loss_note) if n) or None
             if not plan.has_records:
                 if loss_note:
+                    # Durable and visible (status, UI): a committed batch of empty ranges.
                     log.warning("pipeline %s: %s (no records to plan)", pipeline, loss_note)
+                    kind = BatchKind.SCHEDULED
+                    empty = q.insert_batch(conn, pipeline, kind, plan.ranges, note, airflow_run_id)
+                    conn.execute(
+                        update(batches).where(batches.c.batch_id == empty).values(
+                            status=BatchStatus.COMMITTED.value, records_read=0, records_written=0,
+                            records_quarantined=0, committed_at=now, updated_at=now,
+                        )
+                    )  # fmt: skip
                 return None, True
             batch_id = q.insert_batch(conn, pipeline, BatchKind.SCHEDULED, plan.ranges, note, airflow_run_id)
             return self._require(conn, batch_id), True

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import OffsetsLostError
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
-from tests.kafka_helpers import TxProducer
+from tests.kafka_helpers import TxProducer, watermarks
 
 pytestmark = pytest.mark.integration
 
@@ -122,3 +123,34 @@ def test_allow_data_loss_abandons_the_lost_pending_batch_and_runs_a_new_one(
     assert {tp.partition: o for tp, o in store.committed_offsets(config.name).items()} == {0: 31}
     report = verify_pipeline(spark, config)
     assert report.ok and report.expected == 15, report.to_dict()
+
+
+def test_data_loss_override_on_a_plan_without_records_is_recorded_on_a_committed_empty_batch(
+    kafka_bootstrap, kafka_admin, make_topic, make_pipeline, control_db_url, spark, capsys
+) -> None:
+    topic = make_topic(partitions=1)
+    producer = TxProducer(kafka_bootstrap)
+    producer.transaction(topic, rows(0, 10), commit=True, partition=0)  # offsets 0-9, marker 10
+    config = make_pipeline([topic], control_db_url)
+    ingest_once(spark, config)
+    producer.transaction(topic, rows(10, 10), commit=True, partition=0)  # offsets 11-20, marker 21
+    deadline = time.monotonic() + 30  # the commit marker lands after commit_transaction returns
+    while watermarks(kafka_bootstrap, topic, 0, "read_committed")[1] < 22:
+        assert time.monotonic() < deadline, "the commit marker did not land within 30 s"
+        time.sleep(0.2)
+    delete_records(kafka_admin, topic, 22)  # everything not yet ingested is gone
+    store = open_store(config)
+
+    batch, created = plan_batch(config, store, allow_data_loss=True)
+
+    assert batch is None and created  # nothing to run
+    newest = store.list_batches(config.name)[0]
+    assert newest.status.value == "committed" and newest.kind.value == "scheduled"
+    assert newest.records_read == 0 and newest.committed_at is not None
+    assert [(r.start, r.end) for r in newest.ranges] == [(22, 22)]
+    assert f"{topic}[0] [11, 22)" in (newest.override_note or "")
+    assert {tp.partition: o for tp, o in store.committed_offsets(config.name).items()} == {0: 22}
+    assert cli_main(["status", "--config", str(config.source)]) == 0
+    shown = json.loads(capsys.readouterr().out)["batches"][0]
+    assert shown["status"] == "committed" and f"{topic}[0] [11, 22)" in shown["note"]
+    assert verify_pipeline(spark, config).ok
