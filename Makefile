@@ -36,7 +36,7 @@ lock:
 # Removes all generated state: venv, jars, Kafka data, databases, Delta tables.
 clean: stack-down
 	-scripts/postgres.sh down
-	rm -rf $(EOS_STATE_DIR) $(VENV)
+	rm -rf "$$(scripts/postgres.sh home)" $(EOS_STATE_DIR) $(VENV)
 
 # Throughput of `eos-ingest run` end to end, and of a rerun's replace; medians of 3 runs.
 bench: stack-up

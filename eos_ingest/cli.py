@@ -27,7 +27,7 @@ from eos_ingest.config import PipelineConfig, load_pipeline, load_pipeline_by_na
 from eos_ingest.control_store import Batch, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError
 from eos_ingest.kafka_offsets import fetch_partition_offsets
-from eos_ingest.planner import plan_ranges
+from eos_ingest.planner import TopicPartition, plan_ranges
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
 
 
@@ -50,7 +50,10 @@ def plan_batch(
     allow_data_loss: bool = False,
     airflow_run_id: str | None = None,
 ) -> tuple[Batch | None, bool]:
-    """Plan the next scheduled batch to the LSOs read now, or return the pending one unchanged."""
+    """Plan the next scheduled batch to the LSOs read now, or return the pending one unchanged.
+
+    A pending batch whose ranges Kafka has deleted since raises OffsetsLostError before any Spark
+    work; with allow_data_loss it is abandoned and a new batch planned from the log start."""
     offsets = fetch_partition_offsets(config.kafka_settings, config.topics)
     note = "data loss accepted by --allow-data-loss" if allow_data_loss else None
     return store.plan_scheduled(
@@ -64,6 +67,8 @@ def plan_batch(
         ),
         airflow_run_id=airflow_run_id,
         override_note=note,
+        log_starts={TopicPartition(o.topic, o.partition): o.log_start for o in offsets},
+        allow_data_loss=allow_data_loss,
     )
 
 
@@ -180,15 +185,41 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
     if args.topic not in config.topics:
         raise ConfigError(f"topic {args.topic!r} is not one of the pipeline's topics {list(config.topics)}")
     offsets = fetch_partition_offsets(config.kafka_settings, [args.topic])
-    to = {o.partition: (o.log_start if args.to == "earliest" else o.last_stable) for o in offsets}
+    chosen = _partitions(args.partitions, args.topic, [o.partition for o in offsets])
+    to = {
+        o.partition: (o.log_start if args.to == "earliest" else o.last_stable)
+        for o in offsets
+        if chosen is None or o.partition in chosen
+    }
     before = open_store(config).reset_offsets(config.name, args.topic, to, args.reason)
     print(json.dumps({"pipeline": config.name, "topic": args.topic, "before": before, "after": to}))
     return 0
 
 
+def _partitions(text: str | None, topic: str, existing: Sequence[int]) -> set[int] | None:
+    """--partitions "0,2" as a set (None: all); ConfigError for a bad or unknown partition."""
+    if text is None:
+        return None
+    try:
+        chosen = {int(p) for p in text.split(",") if p.strip()}
+    except ValueError:
+        chosen = set()
+    if not chosen:
+        raise ConfigError(f"--partitions {text!r} is not a comma-separated list of partitions; e.g. 0,2")
+    unknown = sorted(chosen - set(existing))
+    if unknown:
+        raise ConfigError(
+            f"--partitions {text!r}: topic {topic!r} has no partition {', '.join(map(str, unknown))} "
+            f"(it has {', '.join(map(str, sorted(existing)))}); pass existing partitions or leave the option out"
+        )
+    return chosen
+
+
 def cmd_abandon(args: argparse.Namespace) -> int:
     config = load_config(args)
-    open_store(config).abandon_batch(args.batch_id, args.reason)
+    store = open_store(config)
+    store.get_pipeline_batch(config.name, args.batch_id)  # never another pipeline's batch
+    store.abandon_batch(args.batch_id, args.reason)
     print(json.dumps({"batch_id": args.batch_id, "status": "abandoned"}))
     return 0
 
@@ -229,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", required=True)
     p.add_argument(
         "--to", choices=("earliest", "latest"), required=True, help="the topic's log start or its LSO"
+    )
+    p.add_argument(
+        "--partitions", help="comma-separated partitions to reset, e.g. 0,2 (default: every partition)"
     )
     p.add_argument("--reason", required=True)
     p = command("abandon", cmd_abandon, "give up a planned batch (operator action)")

@@ -41,6 +41,7 @@ import yaml
 
 from eos_ingest import paths
 from eos_ingest.errors import ConfigError
+from eos_ingest.parser import INTERNAL_COLUMNS
 
 RESERVED_COLUMNS = frozenset({"kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
                               "kafka_key", "batch_id", "event_date"})  # fmt: skip
@@ -205,6 +206,12 @@ def parse_ddl(ddl: str) -> list[tuple[str, str]]:
         if name.lower() in RESERVED_COLUMNS:
             reserved = ", ".join(sorted(RESERVED_COLUMNS))
             raise ValueError(f"column {name!r} collides with an output column ({reserved}); rename it")
+        if name.lower() in INTERNAL_COLUMNS:
+            raise ValueError(
+                f"column {name!r} is a name the parser uses for its own columns "
+                f"({', '.join(INTERNAL_COLUMNS)}); leave it out of value.schema, or rename the field "
+                "in the records and here"
+            )
         columns.append((name, col_type))
     return columns
 

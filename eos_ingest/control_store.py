@@ -14,6 +14,7 @@ from sqlalchemy import Connection, and_, insert, select, update
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from eos_ingest import control_queries as q
+from eos_ingest import data_loss
 from eos_ingest.control_engine import TransactionRunner
 from eos_ingest.control_queries import Batch
 from eos_ingest.control_schema import (
@@ -89,6 +90,17 @@ class ControlStore:
         """The batch, or BatchStateError if the id is unknown."""
         return self._db.run(lambda conn: self._require(conn, batch_id), write=False)
 
+    def get_pipeline_batch(self, pipeline: str, batch_id: int) -> Batch:
+        """The batch, or BatchStateError if the id is unknown or belongs to another pipeline."""
+        batch = self.get_batch(batch_id)
+        if batch.pipeline != pipeline:
+            raise BatchStateError(
+                f"batch {batch_id} belongs to pipeline {batch.pipeline!r}, not to pipeline {pipeline!r}: "
+                f"nothing was done; pass --pipeline {batch.pipeline} (or its config) with this batch id, "
+                f"or the id of a batch of {pipeline!r} (eos-ingest status --pipeline {pipeline})"
+            )
+        return batch
+
     def list_batches(self, pipeline: str, limit: int = 20) -> list[Batch]:
         """The pipeline's most recent batches, newest first."""
         query = batches.c.pipeline == pipeline
@@ -123,14 +135,21 @@ class ControlStore:
         *,
         airflow_run_id: str | None = None,
         override_note: str | None = None,
+        log_starts: Mapping[TopicPartition, int] | None = None,
+        allow_data_loss: bool = False,
     ) -> tuple[Batch | None, bool]:
         """Step 1 of the protocol, in one short transaction. Returns (batch, created):
 
         - (pending, False): a planned scheduled batch exists; it is returned unchanged and
           make_plan is not called, so a retry re-runs exactly the same ranges;
         - (batch, True): make_plan(committed offsets) was persisted as a new planned batch;
-        - (None, True): the plan holds no records, so no batch (and no Spark work); new
-          partitions' offsets and accepted losses (plan.skipped) are still recorded.
+        - (None, True): the plan holds no records, so no batch to run (and no Spark work); new
+          partitions' offsets are still recorded, and accepted losses (plan.skipped) too: their
+          offsets move and a committed batch with the empty ranges carries the loss in its note.
+
+        With `log_starts` (read now), a pending batch with a range starting below its partition's
+        log start can never be read: OffsetsLostError, nothing changed; or, with allow_data_loss,
+        it is abandoned (reason naming the loss) and a new batch planned, in this one transaction.
 
         make_plan must be pure: if it raises, nothing is written. New partitions start at their
         range's start; a skipped (lost) partition's committed offset moves to its log start and
@@ -141,7 +160,19 @@ class ControlStore:
             q.lock_pipeline(conn, pipeline)
             pending = q.pending(conn, pipeline)
             if pending is not None:
-                return pending, False
+                gone = data_loss.pending_losses(pending.ranges, log_starts or {})
+                if not gone:
+                    return pending, False
+                if not allow_data_loss:
+                    raise data_loss.pending_batch_lost_error(pipeline, pending.batch_id, gone)
+                reason = f"abandoned: offsets deleted by Kafka after planning: {data_loss.describe(gone)}"
+                conn.execute(
+                    update(batches)
+                    .where(
+                        batches.c.batch_id == pending.batch_id, batches.c.status == BatchStatus.PLANNED.value
+                    )
+                    .values(status=BatchStatus.ABANDONED.value, error=reason, updated_at=utc_now())
+                )
             committed = q.committed(conn, pipeline)
             plan = make_plan(dict(committed))
             starts = q.check_plan(pipeline, plan, committed)
@@ -163,7 +194,16 @@ class ControlStore:
             note = "; ".join(n for n in (override_note, loss_note) if n) or None
             if not plan.has_records:
                 if loss_note:
+                    # Durable and visible (status, UI): a committed batch of empty ranges.
                     log.warning("pipeline %s: %s (no records to plan)", pipeline, loss_note)
+                    kind = BatchKind.SCHEDULED
+                    empty = q.insert_batch(conn, pipeline, kind, plan.ranges, note, airflow_run_id)
+                    conn.execute(
+                        update(batches).where(batches.c.batch_id == empty).values(
+                            status=BatchStatus.COMMITTED.value, records_read=0, records_written=0,
+                            records_quarantined=0, committed_at=now, updated_at=now,
+                        )
+                    )  # fmt: skip
                 return None, True
             batch_id = q.insert_batch(conn, pipeline, BatchKind.SCHEDULED, plan.ranges, note, airflow_run_id)
             return self._require(conn, batch_id), True

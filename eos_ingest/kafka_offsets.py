@@ -7,8 +7,10 @@ fixed at plan time.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -30,37 +32,85 @@ _TRANSIENT = {
 }
 
 
+class _QuietLibrdkafkaLog:
+    """librdkafka's own log lines (e.g. "%3|...|FAIL|rdkafka#..." per failed connect) go to Python
+    logging at DEBUG, never raw to stderr: an unreachable broker is reported once, by our error."""
+
+    _log = logging.getLogger("eos_ingest.librdkafka")
+
+    def log(self, level: int, msg: str, *args: object) -> None:
+        self._log.debug(msg, *args)
+
+
 def admin_client(kafka_settings: Mapping[str, str], timeout_s: float = 15.0) -> AdminClient:
     """An AdminClient whose requests give up after `timeout_s` instead of librdkafka's minutes."""
-    conf: dict[str, str | int | float | bool] = {"socket.timeout.ms": int(timeout_s * 1000), **kafka_settings}
+    conf: dict[str, Any] = {"socket.timeout.ms": int(timeout_s * 1000), **kafka_settings}
+    conf.setdefault("logger", _QuietLibrdkafkaLog())
     return AdminClient(conf)
 
 
-def _with_retries(what: str, bootstrap: str, call, attempts: int, backoff_s: float):
+def _with_retries(
+    what: str, bootstrap: str, call, deadline_s: float, backoff_s: float, max_attempts: int | None = None
+):
+    """call(seconds left) until it succeeds or a non-transient error, all within deadline_s in total
+    (and at most max_attempts): an unreachable broker fails in deadline_s, not a sum of timeouts."""
+    end = time.monotonic() + deadline_s
     last: Exception | None = None
-    for attempt in range(attempts):
+    attempts = 0
+    while True:
+        left = end - time.monotonic()
+        if left < 0.5:
+            break
+        attempts += 1
         try:
-            return call()
+            return call(left)
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
             if not isinstance(error, KafkaError) or error.code() not in _TRANSIENT:
                 raise
             last = exc
-            time.sleep(backoff_s * (2**attempt))
+        if max_attempts is not None and attempts >= max_attempts:
+            break
+        time.sleep(max(0.0, min(backoff_s * (2 ** (attempts - 1)), end - time.monotonic() - 0.5)))
+    reason = last.args[0].str() if last is not None and isinstance(last.args[0], KafkaError) else last
     raise KafkaUnavailableError(
-        f"Kafka at {bootstrap} did not answer while {what} ({attempts} attempts): {last}. "
-        "Check that the broker is up and bootstrap.servers is right; the batch is unchanged and can be retried."
+        f"Kafka at {bootstrap} did not answer while {what} ({attempts} attempt(s) in {time.monotonic() - end + deadline_s:.0f} s: "
+        f"{reason}); the batch is unchanged. Check that the broker is up and reachable from here and "
+        "that bootstrap.servers is right, then run again."
     )
 
 
+def topic_problems(
+    topics: Sequence[str], errors: Mapping[str, KafkaError | None]
+) -> tuple[list[str], KafkaError | None]:
+    """(missing topics, first other metadata error) from each listed topic's metadata error.
+
+    Only a topic absent from the metadata or reported UNKNOWN_TOPIC_OR_PART is missing; any other
+    error (LEADER_NOT_AVAILABLE for a topic just created or a broker restarting, ...) is not proof
+    that the topic is gone, so the caller retries it."""
+    missing = [t for t in topics if t not in errors or _code(errors[t]) == KafkaError.UNKNOWN_TOPIC_OR_PART]
+    other = next((errors[t] for t in topics if t not in missing and errors[t] is not None), None)
+    return missing, other
+
+
+def _code(error: KafkaError | None) -> int | None:
+    return None if error is None else error.code()
+
+
 def discover_partitions(admin: AdminClient, topics: Sequence[str], timeout_s: float = 15.0) -> dict[str, int]:
-    """Number of partitions of each topic; raises TopicNotFoundError naming missing topics."""
+    """Number of partitions of each topic; raises TopicNotFoundError naming missing topics, and
+    KafkaException (retried by fetch_partition_offsets) for any other metadata error."""
     metadata = admin.list_topics(timeout=timeout_s)
-    missing = [t for t in topics if t not in metadata.topics or metadata.topics[t].error is not None]
+    missing, other = topic_problems(topics, {t: m.error for t, m in metadata.topics.items()})
     if missing:
         raise TopicNotFoundError(
             f"topic(s) {', '.join(missing)} do not exist on the cluster; create them or fix 'topics' in the pipeline config"
         )
+    if other is not None:
+        if other.code() not in _TRANSIENT:
+            # Retried like a transport error: the topic exists, its metadata is not usable yet.
+            other = KafkaError(KafkaError.LEADER_NOT_AVAILABLE, f"topic metadata error: {other.str()}")
+        raise KafkaException(other)
     return {t: len(metadata.topics[t].partitions) for t in topics}
 
 
@@ -75,30 +125,35 @@ def fetch_partition_offsets(
     kafka_settings: Mapping[str, str],
     topics: Sequence[str],
     *,
-    timeout_s: float = 15.0,
-    attempts: int = 4,
+    timeout_s: float = 10.0,
+    deadline_s: float = 30.0,
     backoff_s: float = 1.0,
+    attempts: int | None = None,
 ) -> list[PartitionOffsets]:
-    """Log start and LSO of every partition of `topics`, partitions discovered now (new ones included)."""
+    """Log start and LSO of every partition of `topics`, partitions discovered now (new ones included).
+
+    Transient errors are retried for deadline_s in total (at most `attempts` times when given),
+    then KafkaUnavailableError."""
     bootstrap = str(kafka_settings.get("bootstrap.servers", "?"))
     admin = admin_client(kafka_settings, timeout_s)
 
-    def fetch() -> list[PartitionOffsets]:
-        counts = discover_partitions(admin, topics, timeout_s)
+    def fetch(left_s: float) -> list[PartitionOffsets]:
+        timeout_s_now = min(timeout_s, left_s)
+        counts = discover_partitions(admin, topics, timeout_s_now)
         tps = [KafkaTopicPartition(t, p) for t in topics for p in range(counts[t])]
         starts = _list(
-            admin, {tp: OffsetSpec.earliest() for tp in tps}, IsolationLevel.READ_COMMITTED, timeout_s
+            admin, {tp: OffsetSpec.earliest() for tp in tps}, IsolationLevel.READ_COMMITTED, timeout_s_now
         )
         # With READ_COMMITTED, "latest" is the last stable offset, not the high watermark.
         stables = _list(
-            admin, {tp: OffsetSpec.latest() for tp in tps}, IsolationLevel.READ_COMMITTED, timeout_s
+            admin, {tp: OffsetSpec.latest() for tp in tps}, IsolationLevel.READ_COMMITTED, timeout_s_now
         )
         return [
             PartitionOffsets(topic=t, partition=p, log_start=starts[(t, p)], last_stable=stables[(t, p)])
             for t, p in sorted(starts)
         ]
 
-    return _with_retries("reading partition offsets", bootstrap, fetch, attempts, backoff_s)
+    return _with_retries("reading partition offsets", bootstrap, fetch, deadline_s, backoff_s, attempts)
 
 
 def offsets_for_time(

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from eos_ingest.config import PipelineConfig
-
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+
+    from eos_ingest.config import PipelineConfig
 
 # Identity first: Delta keeps min/max statistics for the leading columns, and a replace of a
 # range prunes files with them.
@@ -20,6 +20,9 @@ META_COLUMNS = (*IDENTITY_COLUMNS, "kafka_timestamp", "kafka_key", "batch_id")
 QUARANTINE_COLUMNS = (*META_COLUMNS, "raw_value", "error")
 _CORRUPT = "_eos_corrupt_record"
 _ERROR = "_eos_error"
+# Columns parse() adds next to the payload: a payload column of the same name breaks the job, so
+# config.py refuses them (Spark names are case-insensitive).
+INTERNAL_COLUMNS = ("raw_value", _ERROR, _CORRUPT)
 
 
 def _meta(batch_id: int) -> list[Column]:

@@ -1,23 +1,47 @@
 #!/usr/bin/env bash
-# A throwaway PostgreSQL for tests: scripts/postgres.sh up | down | url | status
+# A throwaway PostgreSQL for tests: scripts/postgres.sh up | down | url | status | home
 #   up      install the server binaries if missing (Debian apt), initdb once, start, wait until
 #           it accepts connections, create database eos_test. Harmless when already up.
 #   down    stop it (pg_ctl stop -m fast); no process is left. Harmless when already down.
 #   url     print the SQLAlchemy URL of database eos_test.
 #   status  exit 0 when running, 3 when not.
-# Data, socket and log live in $EOS_STATE_DIR/postgres (default <repo>/.state/postgres); it
-# listens on 127.0.0.1:$EOS_PG_PORT (default 55432) only, with trust auth: for tests, never data.
+#   home    print the folder of its data, socket and log.
+# Data, socket and log live in $EOS_STATE_DIR/postgres (default <repo>/.state/postgres). Run as
+# root, the server runs as the OS user postgres, which may not be able to reach the state folder
+# (a checkout under /root or a `mktemp -d` folder): then they live in
+# /var/tmp/eos-ingest-postgres-<hash of the state folder>, owned by postgres, mode 700.
+# It listens on 127.0.0.1:$EOS_PG_PORT (default 55432) only, with trust auth: for tests, never data.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 STATE="${EOS_STATE_DIR:-$ROOT/.state}"
-PGHOME="$STATE/postgres"
+OS_USER=postgres            # the OS user that runs the server when we are root
+
+# Can the server's OS user reach (search every parent of) the state folder? Only asked as root.
+owner_reaches_state() {
+  local dir
+  dir="$(readlink -m "$STATE")"
+  while [[ "$dir" != "/" ]]; do
+    dir="$(dirname "$dir")"
+    [[ -e "$dir" ]] || continue
+    runuser -u "$OS_USER" -- test -x "$dir" 2>/dev/null || return 1
+  done
+}
+
+pg_home() {
+  if [[ "$(id -u)" -eq 0 ]] && id -u "$OS_USER" >/dev/null 2>&1 && ! owner_reaches_state; then
+    echo "/var/tmp/eos-ingest-postgres-$(readlink -m "$STATE" | sha256sum | cut -c1-12)"
+  else
+    echo "$STATE/postgres"
+  fi
+}
+
+PGHOME="$(pg_home)"
 DATA="$PGHOME/data"
 SOCKETS="$PGHOME/run"
 LOG="$PGHOME/postgres.log"
 PORT="${EOS_PG_PORT:-55432}"
 DB=eos_test
 SUPERUSER=postgres          # the database role, whatever OS user runs the server
-OS_USER=postgres            # the OS user that runs the server when we are root
 
 die() { echo "postgres.sh: $*" >&2; exit 1; }
 
@@ -49,20 +73,31 @@ install_server() {
 # Run a server command as an unprivileged user: initdb and postgres refuse to run as root.
 as_owner() {
   if [[ "$(id -u)" -eq 0 ]]; then
-    runuser -u "$OS_USER" -- "$@"
+    # From a folder it can enter: psql and pg_ctl complain about a working directory they cannot.
+    (cd "$PGHOME" 2>/dev/null || cd /; runuser -u "$OS_USER" -- "$@")
   else
     "$@"
   fi
 }
 
 prepare_owner() {
+  if [[ "$(id -u)" -eq 0 ]] && ! id -u "$OS_USER" >/dev/null 2>&1; then
+    useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$OS_USER"
+    PGHOME="$(pg_home)"; DATA="$PGHOME/data"; SOCKETS="$PGHOME/run"; LOG="$PGHOME/postgres.log"
+  fi
+  if [[ "$PGHOME" == /var/tmp/* ]]; then
+    # A fixed name in a world-writable folder: refuse one that someone else made (or a symlink).
+    mkdir -p -m 700 "$PGHOME"
+    [[ -d "$PGHOME" && ! -L "$PGHOME" ]] || die "$PGHOME is not a folder; remove it"
+    local owner
+    owner="$(stat -c %U "$PGHOME")"
+    [[ "$owner" == root || "$owner" == "$OS_USER" ]] || die "$PGHOME belongs to '$owner', not to '$OS_USER'; remove it"
+    chmod 700 "$PGHOME"
+  fi
   mkdir -p "$PGHOME" "$SOCKETS"
   [[ "$(id -u)" -eq 0 ]] || return 0
-  if ! id -u "$OS_USER" >/dev/null 2>&1; then
-    useradd --system --user-group --home-dir "$PGHOME" --shell /usr/sbin/nologin "$OS_USER"
-  fi
   chown -R "$OS_USER:" "$PGHOME"
-  as_owner test -w "$PGHOME" || die "user '$OS_USER' cannot write $PGHOME (a parent folder is not searchable by it, e.g. /root): set EOS_STATE_DIR to a folder outside it"
+  as_owner test -w "$PGHOME" || die "user '$OS_USER' cannot write $PGHOME: set EOS_STATE_DIR to a folder it can reach"
 }
 
 running() { [[ -f "$DATA/PG_VERSION" ]] && as_owner "$BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; }
@@ -122,9 +157,10 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   url) url ;;
+  home) echo "$PGHOME" ;;
   status)
     BIN="$(find_bindir)" || exit 3
     running || exit 3
     ;;
-  *) die "usage: $0 up | down | url | status" ;;
+  *) die "usage: $0 up | down | url | status | home" ;;
 esac

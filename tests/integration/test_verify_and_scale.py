@@ -133,7 +133,7 @@ def test_unreachable_broker_gives_a_retriable_error_within_bounded_time(
     started = time.monotonic()
 
     with pytest.raises(KafkaUnavailableError) as unavailable:
-        # The defaults (4 attempts of 15 s) suit production; small bounds keep the test short.
+        # The defaults (retries within 30 s in total) suit production; small bounds keep the test short.
         fetch_partition_offsets(config.kafka_settings, config.topics, timeout_s=2, attempts=2, backoff_s=0.1)
 
     assert time.monotonic() - started < 30

@@ -20,6 +20,7 @@ from eos_ingest.config import (
     parse_ddl,
 )
 from eos_ingest.errors import ConfigError
+from eos_ingest.parser import INTERNAL_COLUMNS
 
 BASE: dict[str, Any] = {
     "name": "orders",
@@ -178,6 +179,24 @@ INVALID = [
     pytest.param(with_(output={"partition": []}), "output.partition", "[]", "did you mean 'partition_by'", id="unknown-output-key"),
     pytest.param(with_(colour="blue"), "colour", "'blue'", "unknown key; known: name, topics", id="unknown-key-no-hint"),
 ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "column", [*INTERNAL_COLUMNS, "RAW_VALUE", "_EOS_Error"], ids=lambda c: f"internal-{c}"
+)
+def test_payload_column_named_like_a_parser_internal_column_is_refused(tmp_path: Path, column: str) -> None:
+    assert {"raw_value", "_eos_error", "_eos_corrupt_record"} <= set(INTERNAL_COLUMNS)
+    path = write(tmp_path, with_(value__schema=f"id BIGINT, {column} STRING"))
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: value.schema = ")
+    assert f"column {column!r} is a name the parser uses" in message and "leave it out" in message
+
+
+def test_payload_column_error_is_accepted_it_only_names_a_quarantine_column(tmp_path: Path) -> None:
+    cfg = load_pipeline(write(tmp_path, with_(value__schema="id BIGINT, error STRING")))
+    assert [n for n, _ in cfg.payload_columns] == ["id", "error"]
 
 
 @pytest.mark.parametrize(("doc", "key", "shown", "fix"), INVALID)
