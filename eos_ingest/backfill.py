@@ -23,7 +23,8 @@ from typing import Any
 from eos_ingest.config import PipelineConfig
 from eos_ingest.control_store import Batch, ControlStore
 from eos_ingest.errors import BackfillRangeError
-from eos_ingest.kafka_offsets import fetch_partition_offsets, offsets_for_time
+from eos_ingest.identity import KafkaIdentity, check_identities
+from eos_ingest.kafka_offsets import fetch_snapshot, offsets_for_time
 from eos_ingest.planner import PlannedRange
 
 # The keys of a request, as the DAG's trigger form and the CLI name them.
@@ -225,14 +226,22 @@ def plan_backfill(
     config: PipelineConfig, store: ControlStore, request: BackfillRequest
 ) -> list[PlannedRange]:
     """Fetch the offsets the checks need (committed, log start, offsets of the times) and check."""
+    return _plan_backfill(config, store, request)[0]
+
+
+def _plan_backfill(
+    config: PipelineConfig, store: ControlStore, request: BackfillRequest
+) -> tuple[list[PlannedRange], KafkaIdentity]:
+    snapshot = fetch_snapshot(config.kafka_settings, [request.topic])
+    # A recreated topic or another cluster is refused before the range checks, whose offsets
+    # would belong to another log (the store checks again when it records the batch).
+    check_identities(config.name, store.recorded_identities(config.name), snapshot.identity, [request.topic])
     committed = {
         tp.partition: offset
         for tp, offset in store.committed_offsets(config.name).items()
         if tp.topic == request.topic
     }
-    log_starts = {
-        o.partition: o.log_start for o in fetch_partition_offsets(config.kafka_settings, [request.topic])
-    }
+    log_starts = {o.partition: o.log_start for o in snapshot.offsets}
     present = [p for p in request.partitions if p in log_starts]
     if request.by_time and present:
         assert request.start_time is not None and request.end_time is not None
@@ -244,7 +253,8 @@ def plan_backfill(
     else:
         assert request.start_offset is not None and request.end_offset is not None
         wanted = {p: (request.start_offset, request.end_offset) for p in present}
-    return check_ranges(config.name, request, wanted, committed=committed, log_starts=log_starts)
+    ranges = check_ranges(config.name, request, wanted, committed=committed, log_starts=log_starts)
+    return ranges, snapshot.identity
 
 
 def create_backfill(
@@ -263,9 +273,11 @@ def create_backfill(
         for earlier in store.list_batches(config.name, limit=100):
             if earlier.kind.value == "backfill" and earlier.airflow_run_id == airflow_run_id:
                 return earlier
-    ranges = plan_backfill(config, store, request)
+    ranges, identity = _plan_backfill(config, store, request)
     note = f"backfill: {request.reason} ({request.describe()})"
-    return store.create_backfill(config.name, ranges, reason=note, airflow_run_id=airflow_run_id)
+    return store.create_backfill(
+        config.name, ranges, reason=note, airflow_run_id=airflow_run_id, identity=identity
+    )
 
 
 # -- eos-ingest backfill ----------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from eos_ingest.backfill import cmd_backfill
 from eos_ingest.config import PipelineConfig, load_pipeline, load_pipeline_by_name
 from eos_ingest.control_store import Batch, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError
-from eos_ingest.kafka_offsets import fetch_partition_offsets
+from eos_ingest.kafka_offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.planner import TopicPartition, plan_ranges
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
 
@@ -52,9 +52,12 @@ def plan_batch(
 ) -> tuple[Batch | None, bool]:
     """Plan the next scheduled batch to the LSOs read now, or return the pending one unchanged.
 
-    A pending batch whose ranges Kafka has deleted since raises OffsetsLostError before any Spark
-    work; with allow_data_loss it is abandoned and a new batch planned from the log start."""
-    offsets = fetch_partition_offsets(config.kafka_settings, config.topics)
+    Kafka's cluster id and topic ids, read with the offsets, are checked against the recorded ones
+    first (TopicRecreatedError / ClusterMismatchError, exit 2). A pending batch whose ranges Kafka
+    has deleted since raises OffsetsLostError before any Spark work; with allow_data_loss it is
+    abandoned and a new batch planned from the log start."""
+    snapshot = fetch_snapshot(config.kafka_settings, config.topics)
+    offsets = snapshot.offsets
     note = "data loss accepted by --allow-data-loss" if allow_data_loss else None
     return store.plan_scheduled(
         config.name,
@@ -65,6 +68,7 @@ def plan_batch(
             start_from=config.start_from,
             allow_data_loss=allow_data_loss,
         ),
+        identity=snapshot.identity,
         airflow_run_id=airflow_run_id,
         override_note=note,
         log_starts={TopicPartition(o.topic, o.partition): o.log_start for o in offsets},
@@ -165,7 +169,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         report = verify(
             spark,
             config.kafka_settings,
-            store.committed_ranges(config.name),
+            store.range_records(config.name),
             [str(config.output_path), str(config.quarantine_path)],
             config.topics,
         )
@@ -179,20 +183,32 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
     """Operator action after a topic was deleted and recreated: restart its committed offsets.
 
     Rows already in the table at the same offsets came from the old topic; the next batches
-    replace them range by range as the new topic's records land.
+    replace them range by range as the new topic's records land. The topic's current id and
+    cluster id are recorded in the same transaction, so the next plans accept it.
     """
     config = load_config(args)
     if args.topic not in config.topics:
         raise ConfigError(f"topic {args.topic!r} is not one of the pipeline's topics {list(config.topics)}")
-    offsets = fetch_partition_offsets(config.kafka_settings, [args.topic])
-    chosen = _partitions(args.partitions, args.topic, [o.partition for o in offsets])
+    snapshot = fetch_snapshot(config.kafka_settings, [args.topic])
+    chosen = _partitions(args.partitions, args.topic, [o.partition for o in snapshot.offsets])
     to = {
         o.partition: (o.log_start if args.to == "earliest" else o.last_stable)
-        for o in offsets
+        for o in snapshot.offsets
         if chosen is None or o.partition in chosen
     }
-    before = open_store(config).reset_offsets(config.name, args.topic, to, args.reason)
-    print(json.dumps({"pipeline": config.name, "topic": args.topic, "before": before, "after": to}))
+    store = open_store(config)
+    before = store.reset_offsets(
+        config.name, args.topic, to, args.reason, identity=snapshot.identity, whole_topic=chosen is None
+    )
+    ident = snapshot.identity.of(args.topic)
+    print(
+        json.dumps(
+            {
+                "pipeline": config.name, "topic": args.topic, "before": before, "after": to,
+                "topic_id": ident.topic_id, "cluster_id": ident.cluster_id,
+            }
+        )
+    )  # fmt: skip
     return 0
 
 

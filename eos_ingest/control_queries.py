@@ -20,9 +20,11 @@ from eos_ingest.control_schema import (
     batch_ranges,
     batches,
     offsets,
+    topic_identities,
     utc_now,
 )
 from eos_ingest.errors import FencedError, PlanError
+from eos_ingest.identity import TopicIdentity
 from eos_ingest.planner import Plan, PlannedRange, TopicPartition
 
 
@@ -50,6 +52,18 @@ class Batch:
     updated_at: datetime
     committed_at: datetime | None
     ranges: tuple[PlannedRange, ...]
+    # The Kafka topic id each range was planned under, aligned with `ranges` (None: not recorded).
+    range_topic_ids: tuple[str | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class RangeRecord:
+    """One range of one batch as recorded: for `verify`, which must tell topic incarnations apart."""
+
+    batch_id: int
+    committed: bool
+    range: PlannedRange
+    topic_id: str | None
 
 
 def lock_pipeline(conn: Connection, pipeline: str) -> None:
@@ -81,6 +95,7 @@ def pending(conn: Connection, pipeline: str) -> Batch | None:
 def load(conn: Connection, where: Any, limit: int) -> list[Batch]:
     rows = conn.execute(select(batches).where(where).order_by(batches.c.batch_id.desc()).limit(limit)).all()
     ranges: dict[int, list[PlannedRange]] = {int(r.batch_id): [] for r in rows}
+    ids: dict[int, list[str | None]] = {int(r.batch_id): [] for r in rows}
     if ranges:
         query = (
             select(batch_ranges)
@@ -89,20 +104,38 @@ def load(conn: Connection, where: Any, limit: int) -> list[Batch]:
         )
         for r in conn.execute(query):
             ranges[int(r.batch_id)].append(range_of(r))
-    return [batch_of(row, tuple(ranges[int(row.batch_id)])) for row in rows]
+            ids[int(r.batch_id)].append(r.topic_id)
+    return [batch_of(row, tuple(ranges[int(row.batch_id)]), tuple(ids[int(row.batch_id)])) for row in rows]
 
 
 def range_of(row: Row[Any]) -> PlannedRange:
     return PlannedRange(row.topic, int(row.partition), int(row.start_offset), int(row.end_offset))
 
 
-def batch_of(row: Row[Any], ranges: tuple[PlannedRange, ...]) -> Batch:
+def batch_of(
+    row: Row[Any], ranges: tuple[PlannedRange, ...], topic_ids: tuple[str | None, ...] = ()
+) -> Batch:
     values = dict(row._mapping)
     values["batch_id"] = int(values["batch_id"])
     values["kind"] = BatchKind(values["kind"])
     values["status"] = BatchStatus(values["status"])
     values["dq_success"] = None if values["dq_success"] is None else bool(values["dq_success"])
-    return Batch(**values, ranges=ranges)
+    return Batch(**values, ranges=ranges, range_topic_ids=topic_ids or (None,) * len(ranges))
+
+
+def recorded_identities(conn: Connection, pipeline: str) -> dict[str, TopicIdentity]:
+    rows = conn.execute(select(topic_identities).where(topic_identities.c.pipeline == pipeline))
+    return {r.topic: TopicIdentity(r.topic, r.topic_id, r.cluster_id) for r in rows}
+
+
+def record_identities(conn: Connection, pipeline: str, identities: Sequence[TopicIdentity]) -> None:
+    """Insert or overwrite the recorded identity of each topic (the caller holds the pipeline lock)."""
+    now = utc_now()
+    for ident in identities:
+        key = and_(topic_identities.c.pipeline == pipeline, topic_identities.c.topic == ident.topic)
+        values = {"topic_id": ident.topic_id, "cluster_id": ident.cluster_id, "recorded_at": now}
+        if conn.execute(update(topic_identities).where(key).values(**values)).rowcount == 0:
+            conn.execute(insert(topic_identities).values(pipeline=pipeline, topic=ident.topic, **values))
 
 
 def insert_batch(
@@ -112,6 +145,7 @@ def insert_batch(
     ranges: Sequence[PlannedRange],
     note: str | None,
     airflow_run_id: str | None,
+    topic_ids: Mapping[str, str | None] | None = None,
 ) -> int:
     now = utc_now()
     batch_id = int(
@@ -126,7 +160,7 @@ def insert_batch(
         insert(batch_ranges),
         [
             {"batch_id": batch_id, "topic": r.topic, "partition": r.partition,
-             "start_offset": r.start, "end_offset": r.end}
+             "start_offset": r.start, "end_offset": r.end, "topic_id": (topic_ids or {}).get(r.topic)}
             for r in ranges
         ],
     )  # fmt: skip

@@ -162,13 +162,36 @@ batch_ranges = Table(
     Column("partition", Integer, nullable=False),
     Column("start_offset", BigInteger, nullable=False),
     Column("end_offset", BigInteger, nullable=False),
+    # The Kafka topic id the range was planned under (schema version 2; NULL in older rows).
+    Column("topic_id", String(64)),
     PrimaryKeyConstraint("batch_id", "topic", "partition", name="pk_eos_batch_ranges"),
     ForeignKeyConstraint(["batch_id"], [batches.c.batch_id], name="fk_eos_batch_ranges_batch"),
     CheckConstraint("0 <= start_offset AND start_offset <= end_offset", name="ck_eos_batch_ranges_order"),
 )
 
+topic_identities = Table(
+    "eos_topic_identity",
+    metadata,
+    # Which incarnation of a topic, on which cluster, the pipeline's offsets of it belong to
+    # (schema version 2). Recorded by the first plan of the topic and by reset-offsets; NULL = unknown.
+    Column("pipeline", String(200), nullable=False),
+    Column("topic", String(249), nullable=False),
+    Column("topic_id", String(64)),
+    Column("cluster_id", String(200)),
+    Column("recorded_at", UtcDateTime, nullable=False),
+    PrimaryKeyConstraint("pipeline", "topic", name="pk_eos_topic_identity"),
+)
+
+
+def _v2_topic_identity(conn: Connection) -> None:
+    """Version 2: the per (pipeline, topic) identity table and eos_batch_ranges.topic_id. Existing
+    pipelines have no recorded identity; their next plan records the current one."""
+    topic_identities.create(conn)
+    conn.execute(text("ALTER TABLE eos_batch_ranges ADD COLUMN topic_id VARCHAR(64)"))
+
+
 # MIGRATIONS[i] moves a database from version i + 1 to i + 2. Append only; never edit a released one.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = ()
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v2_topic_identity,)
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 
 

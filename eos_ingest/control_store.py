@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
-from sqlalchemy import Connection, and_, insert, select, update
+from sqlalchemy import Connection, and_, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from eos_ingest import control_queries as q
 from eos_ingest import data_loss
 from eos_ingest.control_engine import TransactionRunner
-from eos_ingest.control_queries import Batch
+from eos_ingest.control_queries import Batch, RangeRecord
 from eos_ingest.control_schema import (
     BatchKind,
     BatchStatus,
@@ -27,9 +27,10 @@ from eos_ingest.control_schema import (
 )
 from eos_ingest.control_schema import ensure_schema as _ensure_schema
 from eos_ingest.errors import BackfillRangeError, BatchStateError, FencedError
+from eos_ingest.identity import KafkaIdentity, TopicIdentity, check_identities
 from eos_ingest.planner import Plan, PlannedRange, TopicPartition
 
-__all__ = ["Batch", "BatchKind", "BatchStatus", "ControlStore"]
+__all__ = ["Batch", "BatchKind", "BatchStatus", "ControlStore", "RangeRecord"]
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +127,29 @@ class ControlStore:
             query = query.where(batch_ranges.c.topic == topic)
         return self._db.run(lambda conn: [q.range_of(r) for r in conn.execute(query)], write=False)
 
+    def range_records(self, pipeline: str) -> list[RangeRecord]:
+        """Every range of every batch of the pipeline with its topic id and whether it committed."""
+        query = (
+            select(batch_ranges, batches.c.status)
+            .join(batches, batches.c.batch_id == batch_ranges.c.batch_id)
+            .where(batches.c.pipeline == pipeline)
+            .order_by(batch_ranges.c.batch_id, batch_ranges.c.topic, batch_ranges.c.partition)
+        )
+
+        def run(conn: Connection) -> list[RangeRecord]:
+            return [
+                RangeRecord(
+                    int(r.batch_id), r.status == BatchStatus.COMMITTED.value, q.range_of(r), r.topic_id
+                )
+                for r in conn.execute(query)
+            ]
+
+        return self._db.run(run, write=False)
+
+    def recorded_identities(self, pipeline: str) -> dict[str, TopicIdentity]:
+        """Per topic, the topic id and cluster id the pipeline's offsets belong to (as recorded)."""
+        return self._db.run(lambda conn: q.recorded_identities(conn, pipeline), write=False)
+
     # -- plan ----------------------------------------------------------------------------------
 
     def plan_scheduled(
@@ -133,6 +157,7 @@ class ControlStore:
         pipeline: str,
         make_plan: Callable[[dict[TopicPartition, int]], Plan],
         *,
+        identity: KafkaIdentity | None = None,
         airflow_run_id: str | None = None,
         override_note: str | None = None,
         log_starts: Mapping[TopicPartition, int] | None = None,
@@ -154,11 +179,24 @@ class ControlStore:
         make_plan must be pure: if it raises, nothing is written. New partitions start at their
         range's start; a skipped (lost) partition's committed offset moves to its log start and
         the loss is appended to the batch's override_note.
+
+        `identity` (Kafka's cluster id and topic ids, read with the offsets) is compared with the
+        recorded one of each of its topics first, pending batch or not: TopicRecreatedError or
+        ClusterMismatchError on a mismatch, and nothing is written. A topic without a recorded
+        identity (its first plan, or a database migrated from schema version 1) gets the current
+        one recorded; the new batch's ranges carry their topic id.
         """
 
         def run(conn: Connection) -> tuple[Batch | None, bool]:
             q.lock_pipeline(conn, pipeline)
             pending = q.pending(conn, pipeline)
+            if identity is not None:
+                recorded = q.recorded_identities(conn, pipeline)
+                topics = sorted(identity.topic_ids)
+                found = check_identities(
+                    pipeline, recorded, identity, topics, pending_batch=pending.batch_id if pending else None
+                )
+                q.record_identities(conn, pipeline, found)
             if pending is not None:
                 gone = data_loss.pending_losses(pending.ranges, log_starts or {})
                 if not gone:
@@ -205,7 +243,10 @@ class ControlStore:
                         )
                     )  # fmt: skip
                 return None, True
-            batch_id = q.insert_batch(conn, pipeline, BatchKind.SCHEDULED, plan.ranges, note, airflow_run_id)
+            batch_id = q.insert_batch(
+                conn, pipeline, BatchKind.SCHEDULED, plan.ranges, note, airflow_run_id,
+                identity.topic_ids if identity is not None else None,
+            )  # fmt: skip
             return self._require(conn, batch_id), True
 
         return self._db.run(run, write=True)
@@ -217,13 +258,16 @@ class ControlStore:
         *,
         reason: str,
         airflow_run_id: str | None = None,
+        identity: KafkaIdentity | None = None,
     ) -> Batch:
         """A planned backfill batch re-ingesting ranges below the committed offsets.
 
         Each range must be non-empty and inside [0, committed_offset) of a partition the pipeline
         has offsets for (checked here, in the same transaction); checking it against the log start
         needs Kafka and is the caller's job. A backfill may be planned while a scheduled batch is;
-        it never moves committed offsets. `reason` is kept in override_note.
+        it never moves committed offsets. `reason` is kept in override_note. `identity` is checked
+        against the recorded one as in plan_scheduled (a recreated topic or another cluster is
+        refused) and the ranges carry their topic id.
         """
         if not ranges:
             raise BackfillRangeError(f"backfill of pipeline {pipeline!r}: no ranges given; pass at least one")
@@ -234,6 +278,10 @@ class ControlStore:
 
         def run(conn: Connection) -> Batch:
             q.lock_pipeline(conn, pipeline)  # no operator reset moves the offsets under our check
+            if identity is not None:
+                topics = sorted({r.topic for r in ranges})
+                found = check_identities(pipeline, q.recorded_identities(conn, pipeline), identity, topics)
+                q.record_identities(conn, pipeline, found)
             committed = q.committed(conn, pipeline)
             seen: set[TopicPartition] = set()
             for r in ranges:
@@ -258,8 +306,9 @@ class ControlStore:
                         f"choose start < end <= {end}; offsets from {end} on are ingested by scheduled batches"
                     )
             batch_id = q.insert_batch(
-                conn, pipeline, BatchKind.BACKFILL, tuple(ranges), reason, airflow_run_id
-            )
+                conn, pipeline, BatchKind.BACKFILL, tuple(ranges), reason, airflow_run_id,
+                identity.topic_ids if identity is not None else None,
+            )  # fmt: skip
             return self._require(conn, batch_id)
 
         return self._db.run(run, write=True)
@@ -369,12 +418,22 @@ class ControlStore:
         self._db.run(run, write=True)
 
     def reset_offsets(
-        self, pipeline: str, topic: str, partition_to_offset: Mapping[int, int], reason: str
+        self,
+        pipeline: str,
+        topic: str,
+        partition_to_offset: Mapping[int, int],
+        reason: str,
+        identity: KafkaIdentity | None = None,
+        whole_topic: bool = False,
     ) -> dict[int, int | None]:
         """Operator action after a topic was deleted and recreated (its offsets restarted): set the
         committed offsets of the given partitions (others are untouched) and return the previous
         ones (None where there was none). Refused while a scheduled batch is planned: abandon it
-        first, since its ranges belong to the old topic. The reason is logged at WARNING."""
+        first, since its ranges belong to the old topic. The reason is logged at WARNING. With
+        `identity`, the topic's current topic id and cluster id are recorded in the same
+        transaction, so the next plans accept this incarnation (and refuse the old one). A recreated
+        topic must be reset `whole_topic` (all its partitions now): the offsets of partitions the new
+        topic lacks are then dropped, so one added later starts at its log start, not at an old offset."""
         if not reason.strip() or not partition_to_offset or min(partition_to_offset.values()) < 0:
             raise ValueError(
                 f"reset_offsets of {pipeline!r} {topic}: give a reason and at least one partition, "
@@ -390,6 +449,20 @@ class ControlStore:
                     "completion or abandon it before resetting offsets"
                 )
             before = {tp.partition: o for tp, o in q.committed(conn, pipeline).items() if tp.topic == topic}
+            kept = sorted(set(before) - set(partition_to_offset))
+            recreated = identity is not None and _recreated(
+                q.recorded_identities(conn, pipeline).get(topic), identity, topic
+            )
+            if recreated and kept and not whole_topic:
+                raise BatchStateError(
+                    f"topic {topic!r} of pipeline {pipeline!r} was recreated; partitions {kept} would keep "
+                    "offsets of the deleted topic. Reset every partition: run reset-offsets without --partitions"
+                )
+            if recreated and kept:
+                where = and_(
+                    offsets.c.pipeline == pipeline, offsets.c.topic == topic, offsets.c.partition.in_(kept)
+                )
+                conn.execute(delete(offsets).where(where))
             now = utc_now()
             for partition, offset in sorted(partition_to_offset.items()):
                 key = {"pipeline": pipeline, "topic": topic, "partition": partition}
@@ -398,6 +471,8 @@ class ControlStore:
                     conn.execute(update(offsets).where(where).values(committed_offset=offset, updated_at=now))
                 else:
                     conn.execute(insert(offsets).values(**key, committed_offset=offset, updated_at=now))
+            if identity is not None:
+                q.record_identities(conn, pipeline, [identity.of(topic)])
             log.warning(
                 "pipeline %s: committed offsets of %s reset to %s (were %s): %s",
                 pipeline, topic, dict(partition_to_offset), before, reason,
@@ -422,3 +497,8 @@ class ControlStore:
         if not found:
             raise BatchStateError(f"batch {batch_id} does not exist in the control store {self.safe_url}")
         return found[0]
+
+
+def _recreated(recorded: TopicIdentity | None, identity: KafkaIdentity, topic: str) -> bool:
+    """True when the topic id Kafka reports now differs from the recorded one."""
+    return recorded is not None and recorded.topic_id != identity.of(topic).topic_id

@@ -26,7 +26,11 @@ class OffsetsLostError(PlanError):
 
 
 class TopicRecreatedError(PlanError):
-    """The last stable offset is below the committed offset: the topic was deleted and recreated."""
+    """The topic was deleted and recreated: its topic id changed, or its LSO is below the committed offset."""
+
+
+class ClusterMismatchError(PlanError):
+    """bootstrap.servers reaches another Kafka cluster than the one the offsets were recorded on."""
 
 
 class TopicNotFoundError(PlanError):

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 
 from eos_ingest import parser, quality, writer
 from eos_ingest.config import PipelineConfig
-from eos_ingest.control_store import ControlStore
+from eos_ingest.control_store import Batch, ControlStore
+from eos_ingest.identity import check_batch_identity
+from eos_ingest.kafka_offsets import fetch_identity
 from eos_ingest.reader import read_ranges
 
 if TYPE_CHECKING:
@@ -54,6 +56,9 @@ def execute_batch(
     batch = store.get_batch(batch_id)
     log.info("batch %s: fence %s, %s ranges", batch_id, fence, len(batch.ranges))
 
+    # The batch's ranges must be read from the topic incarnation (and cluster) they were planned
+    # on: checked before the read and again before the commit, so a recreation in between is caught.
+    _check_identity(config, store, batch)
     kafka_rows = read_ranges(spark, config.kafka_settings, batch.ranges)
     # Persisted so the count, the table write and the quarantine write read Kafka once.
     parsed = parser.parse(kafka_rows, config, batch_id).persist(StorageLevel.MEMORY_AND_DISK)
@@ -76,6 +81,7 @@ def execute_batch(
         parsed.unpersist()
 
     _pause_if_asked()
+    _check_identity(config, store, batch)
     store.commit_batch(
         batch_id,
         fence,
@@ -90,6 +96,15 @@ def execute_batch(
     )
     log.info("batch %s committed: %s", batch_id, result)
     return result
+
+
+def _check_identity(config: PipelineConfig, store: ControlStore, batch: Batch) -> None:
+    """TopicRecreatedError / ClusterMismatchError if Kafka's ids are not those the batch was planned on."""
+    topics = sorted({r.topic for r in batch.ranges})
+    current = fetch_identity(config.kafka_settings, topics)
+    recorded = store.recorded_identities(batch.pipeline)
+    pairs = list(zip(batch.ranges, batch.range_topic_ids, strict=True))
+    check_batch_identity(batch.batch_id, batch.pipeline, pairs, recorded, current)
 
 
 def _pause_if_asked() -> None:

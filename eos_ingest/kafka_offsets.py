@@ -10,13 +10,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from eos_ingest.errors import KafkaUnavailableError, TopicNotFoundError
+from eos_ingest.identity import KafkaIdentity
 from eos_ingest.planner import PartitionOffsets
 
 # Errors that mean "the cluster did not answer (yet)", worth a bounded retry.
@@ -175,3 +177,89 @@ def offsets_for_time(
     stables = _list(admin, {tp: OffsetSpec.latest() for tp in tps}, IsolationLevel.READ_COMMITTED, timeout_s)
     # Kafka answers -1 when no record is that recent: the range then ends at the stable end.
     return {p: (found[(topic, p)] if found[(topic, p)] >= 0 else stables[(topic, p)]) for p in partitions}
+
+
+# -- identity: which cluster, which incarnation of each topic ---------------------------------------
+
+
+@dataclass(frozen=True)
+class KafkaSnapshot:
+    """Partition offsets and the identity (cluster id, topic ids) they were read under."""
+
+    offsets: list[PartitionOffsets]
+    identity: KafkaIdentity
+
+
+def _describe(admin: AdminClient, topics: Sequence[str], timeout_s: float, bootstrap: str) -> KafkaIdentity:
+    cluster = admin.describe_cluster(request_timeout=timeout_s).result()
+    described = admin.describe_topics(TopicCollection(list(topics)), request_timeout=timeout_s)
+    topic_ids: dict[str, str | None] = {}
+    for name, future in described.items():
+        try:
+            topic_id = future.result().topic_id
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise TopicNotFoundError(
+                    f"topic {name} does not exist on the cluster at {bootstrap}; create it or fix 'topics' "
+                    "in the pipeline config"
+                ) from None
+            raise
+        # A broker without topic ids (ZooKeeper mode before Kafka 2.8) reports the zero UUID.
+        text_id = str(topic_id) if topic_id is not None else None
+        topic_ids[name] = None if text_id in (None, "", _ZERO_UUID) else text_id
+    return KafkaIdentity(cluster_id=cluster.cluster_id or None, topic_ids=topic_ids, bootstrap=bootstrap)
+
+
+_ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def fetch_identity(
+    kafka_settings: Mapping[str, str],
+    topics: Sequence[str],
+    *,
+    timeout_s: float = 10.0,
+    deadline_s: float = 30.0,
+    backoff_s: float = 1.0,
+    attempts: int | None = None,
+) -> KafkaIdentity:
+    """The cluster id (describe_cluster) and each topic's id (describe_topics), retried for
+    deadline_s in total, then KafkaUnavailableError."""
+    bootstrap = str(kafka_settings.get("bootstrap.servers", "?"))
+    admin = admin_client(kafka_settings, timeout_s)
+    return _with_retries(
+        "reading the cluster and topic ids",
+        bootstrap,
+        lambda left_s: _describe(admin, topics, min(timeout_s, left_s), bootstrap),
+        deadline_s,
+        backoff_s,
+        attempts,
+    )
+
+
+def fetch_snapshot(
+    kafka_settings: Mapping[str, str],
+    topics: Sequence[str],
+    *,
+    timeout_s: float = 10.0,
+    deadline_s: float = 30.0,
+    backoff_s: float = 1.0,
+    attempts: int = 4,
+) -> KafkaSnapshot:
+    """Offsets of every partition of `topics` and the identity they belong to.
+
+    The identity is read before and after the offsets; if a topic was recreated in between the two
+    disagree and the whole read is repeated (up to `attempts` times, then KafkaUnavailableError), so
+    the offsets returned belong to the identity returned. Each read is bounded by deadline_s."""
+    bootstrap = str(kafka_settings.get("bootstrap.servers", "?"))
+    bounds: dict[str, Any] = {"timeout_s": timeout_s, "deadline_s": deadline_s, "backoff_s": backoff_s}
+    for _ in range(attempts):
+        before = fetch_identity(kafka_settings, topics, **bounds)
+        found = fetch_partition_offsets(kafka_settings, topics, **bounds)
+        after = fetch_identity(kafka_settings, topics, **bounds)
+        if before == after:
+            return KafkaSnapshot(found, after)
+    raise KafkaUnavailableError(
+        f"Kafka at {bootstrap}: the ids of topic(s) {', '.join(topics)} changed while their offsets were read "
+        f"({attempts} attempts); a topic is being deleted and recreated. Run again once it is stable."
+    )

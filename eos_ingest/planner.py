@@ -112,7 +112,11 @@ def plan_ranges(
     """Plan one batch: a range ``[start, end)`` for every partition in ``offsets``.
 
     ``committed`` maps partitions to the next offset to ingest; a partition absent from it is new
-    and starts at its log start (``earliest``) or its LSO (``latest``). Each partition is capped on
+    and starts at its log start. ``latest`` starts at the LSO instead, but only on a topic the
+    pipeline has never seen (no partition of it in ``committed``): a partition added later to a
+    known topic starts at its log start, as Spark's Kafka source does, so its records are read.
+    (A recorded topic identity never exists without committed offsets: both are written in the
+    same transaction.) Each partition is capped on
     its own at ``max_records_per_partition``, so a partition with a large lag never starves the
     others, and ``end`` never passes the LSO. Partitions in ``committed`` but not in ``offsets``
     are not planned.
@@ -128,10 +132,12 @@ def plan_ranges(
     new: list[TopicPartition] = []
     lost: list[LostOffsets] = []
     recreated: list[tuple[PartitionOffsets, int]] = []
+    seen_topics = {tp.topic for tp in committed}
     for o in sorted(offsets, key=lambda o: (o.topic, o.partition)):
         tp = TopicPartition(o.topic, o.partition)
         if tp not in committed:
-            start = o.log_start if start_from == "earliest" else o.last_stable
+            latest = start_from == "latest" and o.topic not in seen_topics
+            start = o.last_stable if latest else o.log_start
             new.append(tp)
         else:
             start = committed[tp]

@@ -156,17 +156,20 @@ def partition_status(
     """One row per partition known to Kafka or to the control DB, sorted by (topic, partition).
 
     Lag follows the planner: a partition not yet in the control DB lags by what its first batch
-    would take (LSO - log start for ``earliest``, 0 for ``latest``). ``note`` names what the next
-    plan will refuse: offsets deleted by retention, or an LSO below the committed offset.
+    would take (LSO - log start; 0 with ``latest`` on a topic the pipeline has never seen).
+    ``note`` names what the next plan will refuse: offsets deleted by retention, or an LSO below
+    the committed offset.
     """
     by_tp = {TopicPartition(o.topic, o.partition): o for o in offsets}
+    seen_topics = {tp.topic for tp in committed}
     rows = []
     for tp in sorted(set(by_tp) | set(committed)):
         at, o = committed.get(tp), by_tp.get(tp)
         lag, note = None, None
         if o is not None and at is None:
-            lag = o.last_stable - o.log_start if start_from == "earliest" else 0
-            note = f"new partition: the next batch starts at its {start_from} offset"
+            latest = start_from == "latest" and tp.topic not in seen_topics
+            lag = 0 if latest else o.last_stable - o.log_start
+            note = f"new partition: the next batch starts at its {'latest' if latest else 'earliest'} offset"
         elif o is not None and at is not None:
             lag = o.last_stable - at
             if at < o.log_start:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from eos_ingest.kafka_offsets import fetch_partition_offsets
+from eos_ingest.control_queries import RangeRecord
+from eos_ingest.kafka_offsets import fetch_snapshot
 from eos_ingest.planner import PlannedRange
 
 if TYPE_CHECKING:
@@ -33,11 +34,14 @@ class VerifyReport:
     unexpected: int
     # Output rows whose source records Kafka no longer has (retention): neither missing nor unexpected.
     unverifiable: int = 0
+    # Output rows written by batches of an older incarnation of their topic (deleted and recreated):
+    # never found; they sit at identities of the current topic until its batches replace them.
+    older_topic: int = 0
     examples: dict[str, list[Identity]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return self.duplicates == 0 and self.missing == 0 and self.unexpected == 0
+        return self.duplicates == 0 and self.missing == 0 and self.unexpected == 0 and self.older_topic == 0
 
     def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "ok": self.ok}
@@ -114,10 +118,20 @@ def output_identities(
     spark: SparkSession, table_paths: Sequence[str], topics: Sequence[str]
 ) -> Counter[Identity]:
     """How many times each identity of `topics` appears across the Delta tables that exist."""
+    counts: Counter[Identity] = Counter()
+    for (identity, _batch), n in output_rows(spark, table_paths, topics).items():
+        counts[identity] += n
+    return counts
+
+
+def output_rows(
+    spark: SparkSession, table_paths: Sequence[str], topics: Sequence[str]
+) -> Counter[tuple[Identity, int | None]]:
+    """How many rows of each (identity, batch_id) of `topics` the Delta tables that exist hold."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    counts: Counter[Identity] = Counter()
+    counts: Counter[tuple[Identity, int | None]] = Counter()
     for path in table_paths:
         if not DeltaTable.isDeltaTable(spark, path):
             continue
@@ -125,23 +139,52 @@ def output_identities(
             spark.read.format("delta")
             .load(path)
             .where(F.col("kafka_topic").isin(list(topics)))
-            .groupBy("kafka_topic", "kafka_partition", "kafka_offset")
+            .groupBy("kafka_topic", "kafka_partition", "kafka_offset", "batch_id")
             .count()
             .collect()
         )
         for row in rows:
-            counts[(row[0], int(row[1]), int(row[2]))] += int(row[3])
+            batch = None if row[3] is None else int(row[3])
+            counts[((row[0], int(row[1]), int(row[2])), batch)] += int(row[4])
     return counts
 
 
+def split_by_incarnation(
+    records: Iterable[PlannedRange | RangeRecord], current_ids: Mapping[str, str | None]
+) -> tuple[list[PlannedRange], set[tuple[int, str]]]:
+    """The committed ranges of the current topic incarnations (what verify expects), and the
+    (batch_id, topic) pairs whose ranges were planned under an older topic id.
+
+    A range without a topic id (a PlannedRange, or a row from before schema version 2) or whose
+    topic has no id now counts as current: nothing tells it apart."""
+    current: list[PlannedRange] = []
+    older: set[tuple[int, str]] = set()
+    for rec in records:
+        if isinstance(rec, PlannedRange):
+            current.append(rec)
+            continue
+        now = current_ids.get(rec.range.topic)
+        if rec.topic_id is not None and now is not None and rec.topic_id != now:
+            older.add((rec.batch_id, rec.range.topic))
+        elif rec.committed:
+            current.append(rec.range)
+    return current, older
+
+
 def compare(
-    expected: set[Identity], found: Counter[Identity], gone: set[Identity] | None = None, examples: int = 5
+    expected: set[Identity],
+    found: Counter[Identity],
+    gone: set[Identity] | None = None,
+    examples: int = 5,
+    older: Counter[Identity] | None = None,
 ) -> VerifyReport:
     """Duplicates (extra copies), missing and unexpected identities, with a few examples of each.
 
     `gone` are identities in committed ranges below today's log start: Kafka cannot vouch for them.
+    `older` are rows of batches of an older topic incarnation: reported apart, never found.
     """
     gone = gone or set()
+    older = older or Counter()
     dup = {i: n for i, n in found.items() if n > 1}
     missing = expected - found.keys()
     unexpected = found.keys() - expected - gone
@@ -152,10 +195,12 @@ def compare(
         missing=len(missing),
         unexpected=len(unexpected),
         unverifiable=len(found.keys() & gone),
+        older_topic=sum(older.values()),
         examples={
             "duplicates": sorted(dup)[:examples],
             "missing": sorted(missing)[:examples],
             "unexpected": sorted(unexpected)[:examples],
+            "older_topic": sorted(older)[:examples],
         },
     )
 
@@ -163,20 +208,30 @@ def compare(
 def verify(
     spark: SparkSession,
     kafka_settings: Mapping[str, str],
-    committed: Iterable[PlannedRange],
+    committed: Iterable[PlannedRange | RangeRecord],
     table_paths: Sequence[str],
     topics: Sequence[str],
 ) -> VerifyReport:
-    """Compare Kafka's committed records of `committed` ranges with the output tables."""
-    spans = merge_ranges(committed)
-    log_starts = {
-        (o.topic, o.partition): o.log_start for o in fetch_partition_offsets(kafka_settings, topics)
-    }
+    """Compare Kafka's committed records of `committed` ranges with the output tables.
+
+    With RangeRecords (ControlStore.range_records: every batch's ranges and their topic ids), only
+    committed ranges of each topic's current id form the expectation; rows whose batch planned its
+    ranges under an older topic id are counted as `older_topic`, never as found."""
+    snapshot = fetch_snapshot(kafka_settings, topics)
+    current, older_batches = split_by_incarnation(committed, snapshot.identity.topic_ids)
+    spans = merge_ranges(current)
+    log_starts = {(o.topic, o.partition): o.log_start for o in snapshot.offsets}
     readable, below = clip_to_log_start(spans, log_starts)
     expected = read_committed_identities(kafka_settings, readable)
-    found = output_identities(spark, table_paths, topics)
+    found: Counter[Identity] = Counter()
+    older: Counter[Identity] = Counter()
+    for (identity, batch), n in output_rows(spark, table_paths, topics).items():
+        if batch is not None and (batch, identity[0]) in older_batches:
+            older[identity] += n
+        else:
+            found[identity] += n
     gone = {i for i in found if any(s <= i[2] < e for s, e in below.get((i[0], i[1]), ()))}
-    return compare(expected, found, gone)
+    return compare(expected, found, gone, older=older)
 
 
 def clip_to_log_start(

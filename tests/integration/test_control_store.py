@@ -9,18 +9,21 @@ from collections.abc import Callable, Iterator
 from datetime import UTC
 
 import pytest
-from sqlalchemy import create_engine, func, insert, select, update
+from sqlalchemy import create_engine, func, insert, inspect, select, text, update
 from sqlalchemy.exc import IntegrityError
 
-from eos_ingest.control_schema import SCHEMA_VERSION, batches, offsets, schema_version, utc_now
+from eos_ingest.control_schema import SCHEMA_VERSION, batches, metadata, offsets, schema_version, utc_now
 from eos_ingest.control_store import BatchKind, BatchStatus, ControlStore
 from eos_ingest.errors import (
     BackfillRangeError,
     BatchStateError,
+    ClusterMismatchError,
     ControlStoreUnavailableError,
     FencedError,
     PlanError,
+    TopicRecreatedError,
 )
+from eos_ingest.identity import KafkaIdentity, TopicIdentity
 from eos_ingest.planner import LostOffsets, Plan, PlannedRange, TopicPartition
 
 pytestmark = pytest.mark.integration
@@ -390,3 +393,115 @@ def test_sqlite_writers_queue_instead_of_failing_with_database_is_locked(tmp_pat
     assert errors == []
     store = ControlStore(url)
     assert all(store.pending_scheduled_batch(p) is not None for p in pipelines)
+
+
+# -- topic and cluster identity (schema version 2) ---------------------------------------------------
+
+OLD_ID, NEW_ID = "K0Zv1u1bSmC0xX2BnD3OYw", "o2W7a8c9RCm3nYk3t6M1pA"
+
+
+def kafka(topic_id: str = OLD_ID, cluster: str = "cluster-A") -> KafkaIdentity:
+    return KafkaIdentity(cluster_id=cluster, topic_ids={"orders": topic_id}, bootstrap="kafka-1:9092")
+
+
+def test_first_plan_records_the_identity_and_its_ranges_carry_the_topic_id(store: ControlStore) -> None:
+    batch, _ = store.plan_scheduled(P, first_plan(), identity=kafka())
+    assert store.recorded_identities(P) == {"orders": TopicIdentity("orders", OLD_ID, "cluster-A")}
+    assert batch is not None and batch.range_topic_ids == (OLD_ID, OLD_ID)
+    assert {r.topic_id for r in store.range_records(P)} == {OLD_ID}
+
+
+def test_a_recreated_topic_is_refused_at_plan_and_nothing_is_planned(store: ControlStore) -> None:
+    batch, _ = store.plan_scheduled(P, first_plan(end0=10), identity=kafka())
+    commit(store, batch.batch_id, store.take_fence(batch.batch_id))
+    later = Planner(PlannedRange("orders", 0, 10, 40), PlannedRange("orders", 1, 0, 0))
+    with pytest.raises(TopicRecreatedError) as recreated:
+        store.plan_scheduled(P, later, identity=kafka(NEW_ID))
+    message = str(recreated.value)
+    assert all(w in message for w in ("'orders'", OLD_ID, NEW_ID, "reset-offsets --pipeline orders_pipeline"))
+    assert later.calls == [] and store.pending_scheduled_batch(P) is None
+    assert store.committed_offsets(P) == {T0: 10, T1: 0}
+    assert store.recorded_identities(P)["orders"].topic_id == OLD_ID
+
+    # The operator's reset records the new incarnation in the same transaction; plans go on.
+    store.reset_offsets(P, "orders", {0: 0, 1: 0}, reason="recreated", identity=kafka(NEW_ID))
+    assert store.recorded_identities(P)["orders"].topic_id == NEW_ID
+    restart = Planner(PlannedRange("orders", 0, 0, 40), PlannedRange("orders", 1, 0, 0))
+    again, created = store.plan_scheduled(P, restart, identity=kafka(NEW_ID))
+    assert created and again is not None and again.range_topic_ids == (NEW_ID, NEW_ID)
+
+
+def test_a_pending_batch_of_the_old_topic_is_refused_with_abandon_in_the_fix(store: ControlStore) -> None:
+    batch, _ = store.plan_scheduled(P, first_plan(), identity=kafka())
+    with pytest.raises(TopicRecreatedError, match=rf"abandon --pipeline {P} --batch-id {batch.batch_id}"):
+        store.plan_scheduled(P, first_plan(), identity=kafka(NEW_ID))
+
+
+def test_another_cluster_is_refused_naming_both_cluster_ids_and_the_bootstrap_servers(
+    store: ControlStore,
+) -> None:
+    store.plan_scheduled(P, Planner(PlannedRange("orders", 0, 5, 5), new=(T0,)), identity=kafka())
+    with pytest.raises(ClusterMismatchError) as other:
+        store.plan_scheduled(P, first_plan(), identity=kafka(cluster="cluster-B"))
+    assert all(w in str(other.value) for w in ("cluster-A", "cluster-B", "kafka-1:9092", "reset-offsets"))
+    assert store.recorded_identities(P)["orders"].cluster_id == "cluster-A"
+
+
+def test_a_backfill_of_a_recreated_topic_is_refused_and_its_ranges_carry_the_topic_id(
+    store: ControlStore,
+) -> None:
+    batch, _ = store.plan_scheduled(P, first_plan(end0=10), identity=kafka())
+    commit(store, batch.batch_id, store.take_fence(batch.batch_id))
+    with pytest.raises(TopicRecreatedError, match=NEW_ID):
+        store.create_backfill(P, [PlannedRange("orders", 0, 2, 6)], reason="fix", identity=kafka(NEW_ID))
+    with pytest.raises(ClusterMismatchError, match="cluster-B"):
+        store.create_backfill(
+            P, [PlannedRange("orders", 0, 2, 6)], reason="fix", identity=kafka(cluster="cluster-B")
+        )
+    backfill = store.create_backfill(P, [PlannedRange("orders", 0, 2, 6)], reason="fix", identity=kafka())
+    assert backfill.range_topic_ids == (OLD_ID,)
+    assert len(store.list_batches(P)) == 2
+
+
+def _downgrade_to_version_1(control_db_url: str) -> None:
+    """What a version-1 database holds: the tables without what migration 1 -> 2 adds."""
+    engine = create_engine(control_db_url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE eos_topic_identity"))
+        conn.execute(text("ALTER TABLE eos_batch_ranges DROP COLUMN topic_id"))
+        conn.execute(update(schema_version).values(version=1))
+    engine.dispose()
+
+
+def test_a_version_1_database_is_migrated_and_its_next_plan_records_the_identity(
+    control_db_url: str, sql
+) -> None:
+    old = ControlStore(control_db_url)
+    old.ensure_schema()
+    batch, _ = old.plan_scheduled(P, first_plan(end0=10))
+    commit(old, batch.batch_id, old.take_fence(batch.batch_id))
+    old.close()
+    _downgrade_to_version_1(control_db_url)
+    engine = create_engine(control_db_url)
+    assert "eos_topic_identity" not in inspect(engine).get_table_names()
+
+    store = ControlStore(control_db_url)
+    store.ensure_schema()
+    store.ensure_schema()  # idempotent at the new version
+
+    assert SCHEMA_VERSION == 2 and sql(select(schema_version.c.version), fetch=True) == [(2,)]
+    inspector = inspect(engine)
+    for table in metadata.sorted_tables:  # the same columns as a database created fresh
+        columns = {c["name"]: c["nullable"] for c in inspector.get_columns(table.name)}
+        assert columns == {c.name: c.nullable for c in table.columns}, table.name
+    assert store.committed_offsets(P) == {T0: 10, T1: 0}
+    assert [r.topic_id for r in store.range_records(P)] == [None, None]  # rows of version 1 stay
+    assert store.recorded_identities(P) == {}
+
+    nxt, _ = store.plan_scheduled(
+        P, Planner(PlannedRange("orders", 0, 10, 20), PlannedRange("orders", 1, 0, 0)), identity=kafka()
+    )
+    assert store.recorded_identities(P) == {"orders": TopicIdentity("orders", OLD_ID, "cluster-A")}
+    assert nxt is not None and nxt.range_topic_ids == (OLD_ID, OLD_ID)
+    store.close()
+    engine.dispose()

@@ -139,3 +139,10 @@ def test_partition_status_names_what_the_next_plan_will_do(
     (row,) = partition_status(committed, offsets, start_from)
     assert row["lag"] == lag
     assert row["note"] is None if note is None else row["note"].startswith(note)
+
+
+def test_a_partition_added_to_a_known_topic_lags_from_its_log_start_even_with_latest() -> None:
+    offsets = [PartitionOffsets("t", 0, 0, 10), PartitionOffsets("t", 1, 2, 9)]
+    rows = partition_status({T0: 10}, offsets, "latest")
+    assert [(r["partition"], r["lag"]) for r in rows] == [(0, 0), (1, 7)]
+    assert rows[1]["note"] == "new partition: the next batch starts at its earliest offset"
