@@ -98,24 +98,31 @@ def conflict_attempts() -> int:
     return int(raw)
 
 
+_CONFLICTS = (
+    "DeltaConcurrentModificationException",
+    "ConcurrentWriteException",
+    "MetadataChangedException",
+    "ProtocolChangedException",
+    "ConcurrentAppendException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentTransactionException",
+)
+
+
 def is_conflict(exc: BaseException) -> bool:
-    """True for Delta's concurrent-modification errors (another commit won the race)."""
-    import delta.exceptions  # noqa: F401  (installs the conversion of the JVM exceptions)
+    """True for Delta's concurrent-modification errors (another commit won the race).
+
+    delta.exceptions turns them into Python classes only once it is imported (replace_ranges
+    imports it before writing); a raw Py4JJavaError of one of them counts too.
+    """
     from delta.exceptions import base
 
-    return isinstance(
-        exc,
-        (
-            base.DeltaConcurrentModificationException,
-            base.ConcurrentWriteException,
-            base.MetadataChangedException,
-            base.ProtocolChangedException,
-            base.ConcurrentAppendException,
-            base.ConcurrentDeleteReadException,
-            base.ConcurrentDeleteDeleteException,
-            base.ConcurrentTransactionException,
-        ),
-    )
+    if isinstance(exc, tuple(getattr(base, name) for name in _CONFLICTS)):
+        return True
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else ""
+    return any(text.startswith(f"io.delta.exceptions.{name}:") for name in _CONFLICTS)
 
 
 def commit_marker(batch_id: int, fence: int | None = None) -> str:
@@ -154,6 +161,8 @@ def replace_ranges(
     Any other failure of the write is a WriteError; a failure after the write landed (reading its
     version) is a PartialWriteError.
     """
+    import delta.exceptions  # noqa: F401  (installs the conversion of Delta's conflict errors)
+
     tries = attempts if attempts is not None else conflict_attempts()
     made = 0
 
