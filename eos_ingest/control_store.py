@@ -335,6 +335,17 @@ class ControlStore:
 
         return self._db.run(run, write=True)
 
+    def check_fence(self, batch_id: int, fence: int) -> None:
+        """A cheap read before each Delta write: FencedError unless the batch is still planned with
+        this fence, so a superseded attempt stops before it writes anything."""
+        batch = self.get_batch(batch_id)
+        if batch.status is not BatchStatus.PLANNED or batch.fence != fence:
+            raise FencedError(
+                f"batch {batch_id}: this attempt holds fence {fence} but the batch is "
+                f"{batch.status.value} with fence {batch.fence}: another attempt owns or finished "
+                "it, so this attempt writes and commits nothing"
+            )
+
     def commit_batch(
         self,
         batch_id: int,

@@ -65,6 +65,25 @@ class WriteError(EosIngestError):
     """The Delta replace of the batch's ranges failed."""
 
 
+class WriteConflictError(WriteError):
+    """A concurrent Delta writer kept winning over the bounded retries; nothing of this write landed.
+
+    Retriable: the batch stays planned and the next attempt replaces the same ranges.
+    """
+
+    retriable = True
+
+
+class PartialWriteError(WriteError):
+    """Part of the batch's output is in Delta (e.g. the table, not the quarantine table).
+
+    Retriable: the batch stays planned, so the next attempt replaces both tables' ranges again; a
+    failed batch would never be rerun and a backfill's tables would disagree for good.
+    """
+
+    retriable = True
+
+
 class QualityGateError(EosIngestError):
     """Critical expectations failed on the batch before commit; the message names them."""
 

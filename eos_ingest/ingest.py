@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from eos_ingest import parser, quality, writer
 from eos_ingest.config import PipelineConfig
 from eos_ingest.control_store import Batch, ControlStore
+from eos_ingest.errors import PartialWriteError, WriteError
 from eos_ingest.identity import check_batch_identity
 from eos_ingest.kafka_offsets import fetch_identity
 from eos_ingest.reader import read_ranges
@@ -73,10 +74,27 @@ def execute_batch(
             batch.ranges,
             batch_id,
             config.output.partition_by,
-        )
-        quarantine_version = writer.replace_ranges(
-            spark, parser.quarantine_rows(parsed), str(config.quarantine_path), batch.ranges, batch_id
-        )
+            txn=_txn(config, batch, fence, "table"),
+            before_write=lambda: store.check_fence(batch_id, fence),
+        ).version
+        try:  # the table holds the batch now: whatever fails next must leave it planned
+            quarantine_version = writer.replace_ranges(
+                spark,
+                parser.quarantine_rows(parsed),
+                str(config.quarantine_path),
+                batch.ranges,
+                batch_id,
+                txn=_txn(config, batch, fence, "quarantine"),
+                before_write=lambda: store.check_fence(batch_id, fence),
+            ).version
+        except WriteError as exc:
+            if exc.retriable:
+                raise
+            raise PartialWriteError(
+                f"batch {batch_id}: the table {config.output_path} was written but the quarantine "
+                f"table {config.quarantine_path} was not ({exc}); the batch stays planned and a rerun "
+                "replaces the ranges in both (fix the quarantine table first if the cause persists)"
+            ) from exc
     finally:
         parsed.unpersist()
 
@@ -105,6 +123,13 @@ def _check_identity(config: PipelineConfig, store: ControlStore, batch: Batch) -
     recorded = store.recorded_identities(batch.pipeline)
     pairs = list(zip(batch.ranges, batch.range_topic_ids, strict=True))
     check_batch_identity(batch.batch_id, batch.pipeline, pairs, recorded, current)
+
+
+def _txn(config: PipelineConfig, batch: Batch, fence: int, table: str) -> writer.Txn:
+    """Delta's idempotent-write identity of this attempt's write to `table`: a write by an older
+    fence (a zombie) after a newer one is skipped by Delta itself."""
+    app_id = writer.txn_app_id(config.name, batch.batch_id, batch.created_at.isoformat(), table)
+    return writer.Txn(app_id, fence)
 
 
 def _pause_if_asked() -> None:

@@ -1,15 +1,66 @@
-"""Delta replace of exactly a batch's offset ranges: a rerun or a backfill replaces, never appends twice."""
+"""Delta replace of exactly a batch's offset ranges: a rerun or a backfill replaces, never appends twice.
+
+Concurrent writers: the replace predicate names offsets, not the partition column, so Delta's
+conflict check sees any two concurrent writes to one table as overlapping, even on disjoint ranges
+(an ingest beside a backfill: the later commit fails with ConcurrentAppendException, every time
+in our measurement). Narrowing the predicate to the partitions of the new rows would avoid that,
+but would leave behind old rows of the same offsets that live in another partition (a recreated
+topic, a backfill after a parser change moving a row to another date), and two writers of the same
+offsets in different partitions would then both commit: duplicates. So the predicate stays wide
+and a conflict is retried here, with backoff, a bounded number of times.
+
+Superseded attempts: each write carries Delta's idempotent-write options, txnAppId (pipeline,
+batch, table) and txnVersion (the attempt's fence). Delta skips a write whose txnVersion is not
+above the one the table already recorded for that app id, so a zombie with a lower fence cannot
+overwrite a newer attempt's rows, and a repeat of the same attempt is skipped as already written.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from eos_ingest.errors import WriteError
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from eos_ingest.errors import ConfigError, EosIngestError, PartialWriteError, WriteConflictError, WriteError
 from eos_ingest.planner import PlannedRange
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+# How many times one replace is tried when a concurrent writer commits first (1 = no retry).
+CONFLICT_ATTEMPTS_ENV = "EOS_WRITE_CONFLICT_ATTEMPTS"
+DEFAULT_CONFLICT_ATTEMPTS = 5
+# Back-off between tries: 1 s, 2 s, 4 s, ... (at most 16 s) plus up to 1 s of jitter, so two
+# losers of one race do not collide again.
+DEFAULT_BACKOFF_S = 1.0
+# Commits searched for a batch's marker; a replace finds its own among the newest few.
+HISTORY_DEPTH = 100
+
+
+@dataclass(frozen=True)
+class Txn:
+    """Delta's idempotent-write identity of one attempt: app id (pipeline, batch, table) and fence."""
+
+    app_id: str
+    fence: int
+
+
+@dataclass(frozen=True)
+class ReplaceResult:
+    """version: the Delta version holding the batch's rows. attempts: tries made (1 = no conflict).
+    written_by_fence: the fence of the attempt whose write the table holds; a value other than the
+    caller's fence means Delta skipped this write because a newer attempt had written."""
+
+    version: int
+    attempts: int
+    written_by_fence: int | None
 
 
 def _sql_string(value: str) -> str:
@@ -28,9 +79,56 @@ def ranges_predicate(ranges: Sequence[PlannedRange]) -> str:
     return " OR ".join(clauses)
 
 
-def commit_marker(batch_id: int) -> str:
-    """The Delta commit's user metadata: which batch wrote it."""
-    return f"eos-ingest batch_id={batch_id}"
+def txn_app_id(pipeline: str, batch_id: int, created_at: str, table: str) -> str:
+    """The stable txnAppId of a batch's writes to one table. The batch's creation time is part of
+    it, so a batch id reused by a recreated control database never matches an old batch's writes."""
+    return f"eos-ingest/{pipeline}/batch-{batch_id}/{created_at}/{table}"
+
+
+def conflict_attempts() -> int:
+    """Tries per replace, from $EOS_WRITE_CONFLICT_ATTEMPTS (default 5)."""
+    raw = os.environ.get(CONFLICT_ATTEMPTS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_CONFLICT_ATTEMPTS
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(
+            f"{CONFLICT_ATTEMPTS_ENV} = {raw!r} is not valid; use a whole number >= 1 "
+            f"(tries per Delta replace when a concurrent writer commits first; default {DEFAULT_CONFLICT_ATTEMPTS})"
+        )
+    return int(raw)
+
+
+_CONFLICTS = (
+    "DeltaConcurrentModificationException",
+    "ConcurrentWriteException",
+    "MetadataChangedException",
+    "ProtocolChangedException",
+    "ConcurrentAppendException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentTransactionException",
+)
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """True for Delta's concurrent-modification errors (another commit won the race).
+
+    delta.exceptions turns them into Python classes only once it is imported (replace_ranges
+    imports it before writing); a raw Py4JJavaError of one of them counts too.
+    """
+    from delta.exceptions import base
+
+    if isinstance(exc, tuple(getattr(base, name) for name in _CONFLICTS)):
+        return True
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else ""
+    return any(text.startswith(f"io.delta.exceptions.{name}:") for name in _CONFLICTS)
+
+
+def commit_marker(batch_id: int, fence: int | None = None) -> str:
+    """The Delta commit's user metadata: which batch (and attempt) wrote it."""
+    marker = f"eos-ingest batch_id={batch_id}"
+    return marker if fence is None else f"{marker} fence={fence}"
 
 
 def replace_ranges(
@@ -40,8 +138,13 @@ def replace_ranges(
     ranges: Sequence[PlannedRange],
     batch_id: int,
     partition_by: Sequence[str] = (),
-) -> int:
-    """Replace the rows of `ranges` in the Delta table at `path` with `rows`; returns the Delta version.
+    *,
+    txn: Txn | None = None,
+    before_write: Callable[[], None] | None = None,
+    attempts: int | None = None,
+    backoff_s: float = DEFAULT_BACKOFF_S,
+) -> ReplaceResult:
+    """Replace the rows of `ranges` in the Delta table at `path` with `rows`.
 
     The same replaceWhere write also creates a new table (partitioned). There is deliberately no
     "append when the table does not exist yet" branch: two attempts of a first batch would both see
@@ -49,36 +152,99 @@ def replace_ranges(
     predicate as a read, so the second writer fails with a concurrent-modification error instead.
     On an existing table Delta also checks that every written row matches the predicate, so a row
     outside the batch's ranges fails the write (on the first write the gate's range check covers it).
+
+    A concurrent-modification error is retried up to `attempts` tries in all (default
+    $EOS_WRITE_CONFLICT_ATTEMPTS or 5), then raises the retriable WriteConflictError. `before_write`
+    runs before every try (the caller's fence check: its error propagates, nothing is written).
+    With `txn`, Delta skips the write when the table already holds one of the same app id with a
+    fence >= txn.fence; the result's written_by_fence then tells whose write the table holds.
+    Any other failure of the write is a WriteError; a failure after the write landed (reading its
+    version) is a PartialWriteError.
     """
-    try:
-        (
+    import delta.exceptions  # noqa: F401  (installs the conversion of Delta's conflict errors)
+
+    tries = attempts if attempts is not None else conflict_attempts()
+    made = 0
+
+    def write() -> None:
+        nonlocal made
+        made += 1
+        if before_write is not None:
+            before_write()
+        writer = (
             rows.write.format("delta")
-            .option("userMetadata", commit_marker(batch_id))
+            .option("userMetadata", commit_marker(batch_id, txn.fence if txn else None))
             .mode("overwrite")
             .option("replaceWhere", ranges_predicate(ranges))
-            .partitionBy(*partition_by)
-            .save(path)
         )
-        return version_written_by(spark, path, batch_id)
+        if txn is not None:
+            writer = writer.option("txnAppId", txn.app_id).option("txnVersion", txn.fence)
+        writer.partitionBy(*partition_by).save(path)
+
+    def conflicted(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0.0
+        log.warning(
+            "batch %s: Delta replace into %s lost to a concurrent writer (try %s of %s, %s); retrying in %.1f s",
+            batch_id, path, state.attempt_number, tries, type(exc).__name__, wait,
+        )  # fmt: skip
+
+    retrying = Retrying(
+        stop=stop_after_attempt(tries),
+        wait=wait_exponential_jitter(initial=backoff_s, max=backoff_s * 16, jitter=backoff_s),
+        retry=retry_if_exception(is_conflict),
+        before_sleep=conflicted,
+        reraise=True,
+    )
+    try:
+        retrying(write)
+    except EosIngestError:
+        raise  # from before_write: e.g. FencedError, nothing written
     except Exception as exc:
+        if is_conflict(exc):
+            raise WriteConflictError(
+                f"Delta replace of batch {batch_id} into {path} lost to a concurrent writer {made} "
+                f"times ({type(exc).__name__}); nothing of it landed and the batch stays planned: run "
+                f"it again (raise {CONFLICT_ATTEMPTS_ENV} for more tries per job)"
+            ) from exc
         raise WriteError(f"Delta replace of batch {batch_id} into {path} failed: {exc}") from exc
+    try:
+        version, fence = version_written_by(spark, path, batch_id)
+    except Exception as exc:
+        raise PartialWriteError(
+            f"Delta replace of batch {batch_id} into {path} ran, but its version could not be read: "
+            f"{exc}; the batch stays planned: run it again"
+        ) from exc
+    if made > 1:
+        log.info("batch %s: Delta replace into %s landed at try %s", batch_id, path, made)
+    if txn is not None and fence is not None and fence != txn.fence:
+        log.warning(
+            "batch %s: Delta skipped this attempt's replace into %s (fence %s): the table holds the "
+            "write of fence %s, a newer attempt",
+            batch_id, path, txn.fence, fence,
+        )  # fmt: skip
+    return ReplaceResult(version, made, fence)
 
 
-def version_written_by(spark: SparkSession, path: str, batch_id: int) -> int:
-    """The Delta version at which the table holds the batch's rows.
+_MARKER = re.compile(r"eos-ingest batch_id=(\d+)(?: fence=(\d+))?")
 
-    That is the newest commit carrying the batch's marker. Delta writes no commit at all when a
-    replace has nothing to remove and nothing to add (a range of only aborted records, a quarantine
-    with no bad rows), and then the table's current version already holds the batch.
+
+def version_written_by(spark: SparkSession, path: str, batch_id: int) -> tuple[int, int | None]:
+    """The Delta version at which the table holds the batch's rows, and the fence that wrote them.
+
+    That is the newest commit carrying the batch's marker (with any fence: a write Delta skipped
+    as already done by this or a newer attempt is found too). Delta writes no commit at all when a
+    replace without txn options has nothing to remove and nothing to add (a range of only aborted
+    records, a quarantine with no bad rows), and then the table's current version holds the batch.
     """
     from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
 
-    history = DeltaTable.forPath(spark, path).history(20)
-    found = history.agg(
-        F.max(F.when(F.col("userMetadata") == commit_marker(batch_id), F.col("version"))).alias("mine"),
-        F.max("version").alias("latest"),
-    ).first()
-    if found is None or found["latest"] is None:
+    history = DeltaTable.forPath(spark, path).history(HISTORY_DEPTH).select("version", "userMetadata")
+    commits = [(int(r["version"]), _MARKER.fullmatch(r["userMetadata"] or "")) for r in history.collect()]
+    if not commits:
         raise WriteError(f"the Delta table at {path} has no history")
-    return int(found["mine"] if found["mine"] is not None else found["latest"])
+    mine = [(version, m) for version, m in commits if m is not None and int(m.group(1)) == batch_id]
+    if not mine:
+        return max(version for version, _ in commits), None
+    version, marker = max(mine, key=lambda vm: vm[0])
+    return version, int(marker.group(2)) if marker.group(2) else None

@@ -3,7 +3,8 @@
     spark-submit ... spark/ingest_batch.py --config pipelines/demo.yaml --batch-id 7
 
 Exit codes: 0 committed; 3 fenced (a newer attempt owns the batch; nothing committed);
-75 retriable (Kafka or the control DB did not answer; the batch stays planned); 1 failed.
+75 retriable (Kafka or the control DB did not answer, a Delta write conflict outlasted the retries,
+or a partial write; the batch stays planned); 1 failed.
 """
 
 from __future__ import annotations

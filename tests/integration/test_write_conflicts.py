@@ -1,0 +1,177 @@
+"""A Delta write conflict, a partial write and a superseded attempt, on the real job, Delta and store."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from eos_ingest import writer
+from eos_ingest.cli import open_store, plan_batch
+from eos_ingest.errors import FencedError
+from eos_ingest.ingest import execute_batch
+from eos_ingest.submit import spark_submit_argv, spark_submit_env
+from tests.fixtures.pipelines import ingest_once, verify_pipeline
+from tests.kafka_helpers import TxProducer
+
+pytestmark = pytest.mark.integration
+sqlite_only = pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)
+
+
+def produce(bootstrap: str, topic: str, first_id: int) -> None:
+    """200 good records and 10 that are not JSON (they go to the quarantine table)."""
+    producer = TxProducer(bootstrap)
+    producer.begin()
+    producer.send(topic, [{"id": first_id + i, "name": "x", "amount": 1.0} for i in range(200)])
+    producer.send(topic, [b"not json"] * 10)
+    producer.commit()
+
+
+def run_job(config, batch_id: int, log: Path, **env: str) -> tuple[int, str]:
+    """The real spark-submit job, to its exit code."""
+    argv = spark_submit_argv(config.source, batch_id, master="local[1]", driver_memory="1g")
+    with log.open("w") as out:
+        done = subprocess.run(
+            argv,
+            env={**spark_submit_env(), **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=300,
+            check=False,
+        )
+    return done.returncode, log.read_text()
+
+
+def rerun(spark, config, store, batch_id: int):
+    return execute_batch(spark, config, store, batch_id, store.take_fence(batch_id))
+
+
+def delta_count(spark, path) -> int:
+    return spark.read.format("delta").load(str(path)).count()
+
+
+@sqlite_only
+def test_a_write_conflict_past_the_retries_leaves_the_batch_planned_and_the_job_exits_75(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap, topic, 0)
+    config = make_pipeline([topic], control_db_url)
+    assert ingest_once(spark, config) is not None  # both tables exist from here on
+    produce(kafka_bootstrap, topic, 1000)
+    store = open_store(config)
+    batch, _ = plan_batch(config, store)
+    assert batch is not None
+    before = store.committed_offsets(config.name)
+
+    # A concurrent writer that commits to both tables all the time once the job is about to write
+    # (table property changes: each conflicts with any open transaction on the table, adds no rows).
+    stop, log = threading.Event(), tmp_path / "job.log"
+
+    def hammer() -> None:
+        n = 0
+        while not stop.is_set() and (not log.exists() or "gate passed" not in log.read_text()):
+            time.sleep(0.2)
+        while not stop.is_set():
+            for path in (config.output_path, config.quarantine_path):
+                n += 1
+                spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('eos.test.hammer' = '{n}')")
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=hammer)
+    thread.start()
+    try:
+        code, out = run_job(config, batch.batch_id, log, EOS_WRITE_CONFLICT_ATTEMPTS="2")
+    finally:
+        stop.set()
+        thread.join(timeout=120)
+
+    assert code == 75, out[-5000:]
+    assert "WriteConflictError" in out and "try 1 of 2" in out  # retried once inside the job
+    assert store.get_batch(batch.batch_id).status.value == "planned"
+    assert store.committed_offsets(config.name) == before
+
+    result = rerun(spark, config, store, batch.batch_id)  # what the next attempt does
+    assert (result.records_written, result.records_quarantined) == (200, 10)
+    assert store.get_batch(batch.batch_id).status.value == "committed"
+    report = verify_pipeline(spark, config)
+    assert report.ok and report.expected == 420, report.to_dict()
+    assert delta_count(spark, config.output_path) == 400
+    assert delta_count(spark, config.quarantine_path) == 20
+
+
+@sqlite_only
+def test_a_failed_quarantine_write_leaves_the_batch_planned_and_a_rerun_leaves_one_copy_in_both_tables(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap, topic, 0)
+    config = make_pipeline([topic], control_db_url)
+    store = open_store(config)
+    batch, _ = plan_batch(config, store)
+    assert batch is not None
+    # A real write failure of the second table: its path is taken by a plain file.
+    config.quarantine_path.parent.mkdir(parents=True, exist_ok=True)
+    config.quarantine_path.write_text("in the way")
+
+    code, out = run_job(config, batch.batch_id, tmp_path / "job.log")
+
+    assert code == 75, out[-5000:]
+    assert "PartialWriteError" in out
+    assert store.get_batch(batch.batch_id).status.value == "planned"
+    assert delta_count(spark, config.output_path) == 200  # the table was written, the quarantine not
+
+    config.quarantine_path.unlink()
+    result = rerun(spark, config, store, batch.batch_id)
+
+    assert (result.records_written, result.records_quarantined) == (200, 10)
+    assert delta_count(spark, config.output_path) == 200
+    assert delta_count(spark, config.quarantine_path) == 10
+    report = verify_pipeline(spark, config)
+    assert report.ok and report.expected == 210, report.to_dict()
+
+
+@sqlite_only
+def test_a_superseded_attempt_writes_nothing_and_its_late_write_is_skipped_by_delta(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap, topic, 0)
+    config = make_pipeline([topic], control_db_url)
+    store = open_store(config)
+    batch, _ = plan_batch(config, store)
+    assert batch is not None
+    zombie_fence = store.take_fence(batch.batch_id)
+    winner_fence = store.take_fence(batch.batch_id)
+
+    # The zombie runs after the winner took the fence: fenced before its first write.
+    with pytest.raises(FencedError):
+        execute_batch(spark, config, store, batch.batch_id, zombie_fence)
+    assert not config.output_path.exists() and not config.quarantine_path.exists()
+
+    won = execute_batch(spark, config, store, batch.batch_id, winner_fence)
+    winner_rows = sorted(spark.read.format("delta").load(str(config.output_path)).collect())
+
+    # A zombie that passed its fence check just before the winner took the fence writes late:
+    # Delta skips its write (lower txnVersion for the batch's app id), and its commit is fenced.
+    from pyspark.sql import functions as F
+
+    app_id = writer.txn_app_id(config.name, batch.batch_id, batch.created_at.isoformat(), "table")
+    zombie_rows = spark.read.format("delta").load(str(config.output_path)).withColumn("name", F.lit("zombie"))
+    late = writer.replace_ranges(
+        spark, zombie_rows.localCheckpoint(), str(config.output_path), batch.ranges, batch.batch_id,
+        config.output.partition_by, txn=writer.Txn(app_id, zombie_fence),
+    )  # fmt: skip
+    assert late.written_by_fence == winner_fence and late.version == won.delta_version
+    assert sorted(spark.read.format("delta").load(str(config.output_path)).collect()) == winner_rows
+    with pytest.raises(FencedError):
+        store.commit_batch(
+            batch.batch_id, zombie_fence, records_read=210, records_written=200, records_quarantined=10,
+            delta_version=late.version, quarantine_delta_version=None,
+        )  # fmt: skip
+    done = store.get_batch(batch.batch_id)
+    assert done.status.value == "committed" and done.fence == winner_fence
+    assert verify_pipeline(spark, config).ok
