@@ -18,7 +18,7 @@
 FROM apache/airflow:3.3.2-python3.11 AS base
 
 USER root
-# pyspark's spark-submit starts a JVM: Java 17, as on the local stack (DESIGN.md). The slim Debian
+# pyspark's spark-submit starts a JVM: Java 17, as on the local stack. The slim Debian
 # base has no man folders, which the JDK's postinst writes to. JAVA_HOME is a link so it is the same
 # path on amd64 and arm64.
 RUN set -eux; \

@@ -3,7 +3,7 @@
 A backfill batch re-reads ranges that scheduled batches already committed and replaces them in
 the output (the same Delta replace over the same identities), so the table keeps exactly one copy
 of each record; ``commit_batch`` never moves committed offsets for it. Its ranges must lie inside
-``[log_start, committed_offset)`` of each partition (DESIGN.md). Every check runs before anything
+``[log_start, committed_offset)`` of each partition. Every check runs before anything
 is written: a refused request leaves no batch row and starts no Spark job.
 
 ``parse_request`` and ``check_ranges`` are pure (params in, ranges or BackfillRangeError out);

@@ -1,4 +1,4 @@
-"""Execute one planned batch: fence, read, parse, write, commit (DESIGN.md steps 2-7).
+"""Execute one planned batch: fence, read, parse, write, commit (README, "How exactly-once works", steps 2-7).
 
 A crash anywhere before the commit leaves the batch planned; the next attempt re-reads the same
 ranges and the Delta replace makes the output identical. A zombie attempt is fenced at commit.

@@ -1,4 +1,4 @@
-"""Great Expectations gate and audit of a batch (DESIGN.md, protocol steps 5 and 8).
+"""Great Expectations gate and audit of a batch (README, "How exactly-once works", steps 5 and audit).
 
 - gate: inside the Spark job, on the batch's output frame before anything is written or
   committed; a failed critical expectation raises QualityGateError, so the batch fails.
