@@ -431,6 +431,29 @@ def test_a_recreated_topic_is_refused_at_plan_and_nothing_is_planned(store: Cont
     assert created and again is not None and again.range_topic_ids == (NEW_ID, NEW_ID)
 
 
+def test_a_recreated_topic_is_reset_whole_and_partitions_it_lacks_lose_their_old_offsets(
+    store: ControlStore,
+) -> None:
+    batch, _ = store.plan_scheduled(P, first_plan(end0=10, end1=7), identity=kafka())
+    commit(store, batch.batch_id, store.take_fence(batch.batch_id))
+
+    # Only partition 0 with --partitions: partition 1 would keep an offset of the deleted topic.
+    with pytest.raises(BatchStateError, match=r"partitions \[1\] would keep offsets of the deleted topic"):
+        store.reset_offsets(P, "orders", {0: 0}, reason="recreated", identity=kafka(NEW_ID))
+    assert store.committed_offsets(P) == {T0: 10, T1: 7}
+    assert store.recorded_identities(P)["orders"].topic_id == OLD_ID
+
+    # The whole topic, recreated with one partition: partition 1's old offset is dropped, so when
+    # the topic grows again that partition starts at its log start, not at offset 7.
+    store.reset_offsets(P, "orders", {0: 0}, reason="recreated", identity=kafka(NEW_ID), whole_topic=True)
+    assert store.committed_offsets(P) == {T0: 0}
+    assert store.recorded_identities(P)["orders"].topic_id == NEW_ID
+
+    # Without a recreation, --partitions moves only the partitions named.
+    store.reset_offsets(P, "orders", {0: 0}, reason="replay", identity=kafka(NEW_ID))
+    assert store.committed_offsets(P) == {T0: 0}
+
+
 def test_a_pending_batch_of_the_old_topic_is_refused_with_abandon_in_the_fix(store: ControlStore) -> None:
     batch, _ = store.plan_scheduled(P, first_plan(), identity=kafka())
     with pytest.raises(TopicRecreatedError, match=rf"abandon --pipeline {P} --batch-id {batch.batch_id}"):
