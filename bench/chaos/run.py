@@ -33,11 +33,16 @@ from bench.chaos import check
 from bench.chaos.procs import REPO, Job, Processes
 from bench.chaos.produce import SCHEMA, ProduceStats, TxWriter
 
-PHASES = ("plan", "submit", "read", "gate", "write", "written", "commit", "committed", "audit")
 # Targeted kills go round these: a kill when the job reports the phase ("written" = between the
 # Delta write and the commit, held there by the job's pause hook so the kill cannot miss it).
 TARGETS = ("plan", "read", "gate", "write", "written", "commit")
 PAUSE_ENV = "EOS_FAULT_PAUSE_BEFORE_COMMIT"
+# How the result names the phases the jobs log ("start": the process started, no phase logged yet).
+PHASE_NAMES = {
+    "submit": "job start",  # spark-submit launched: JVM start, fence, Spark session
+    "written": "between write and commit",
+    "committed": "after commit",
+}
 
 
 @dataclass
@@ -112,6 +117,7 @@ class ChaosRun:
         self.stats = ProduceStats()
         self.stop = threading.Event()  # ends the chaos phase
         self.producing_done = threading.Event()
+        self.records_reached = threading.Event()
         self.audit_queue: Queue[int] = Queue()
         self.started = time.monotonic()
         self.deadline = self.started + cfg.max_minutes * 60
@@ -165,6 +171,7 @@ class ChaosRun:
         if phase is None or self.stop.is_set():  # it had exited, or the chaos phase ended it
             self.give_back_kill()
             return
+        phase = PHASE_NAMES.get(phase, phase)
         with self.tally.lock:
             self.tally.kills_by_phase[phase] += 1
             self.tally.kills_by_kind[job.kind] += 1
@@ -181,7 +188,8 @@ class ChaosRun:
         target = None
         extra_env: dict[str, str] = {}
         if kill and kind != "audit" and self.rng.random() < 0.4:
-            target = self.rng.choice(TARGETS)
+            # Only `eos-ingest run` logs its plan phase.
+            target = self.rng.choice([t for t in TARGETS if kind == "run" or t != "plan"])
             if target == "written":
                 extra_env[PAUSE_ENV] = str(self.home / f"pause-{time.monotonic_ns()}")
         job = self.procs.start(kind, argv, first_phase, extra_env)
@@ -265,7 +273,11 @@ class ChaosRun:
         rate = cfg.records / max(window, 1.0)
         added = False
         try:
-            while self.stats.committed < cfg.records and not self.stop.is_set():
+            # --records is reached over 70% of --chaos-seconds; production goes on at that rate
+            # until the chaos phase ends, so later kills still hit batches with records.
+            while not self.stop.is_set():
+                if self.stats.committed >= cfg.records:
+                    self.records_reached.set()
                 if not added and self.stats.committed >= cfg.records * 0.4 and cfg.added_partitions:
                     self.add_partitions()
                     added = True
@@ -297,23 +309,23 @@ class ChaosRun:
         self.tally.partitions_added = self.cfg.added_partitions
         self.tally.note(f"partitions of {self.topic}: {self.cfg.partitions} -> {total}")
 
-    def zombie_loop(self) -> None:
-        """Beside the ingest loop, at spread moments: a planned batch submitted twice at once."""
+    def ingest_loop(self) -> None:
+        """`eos-ingest run` again and again; at spread moments a zombie pair instead. The first run
+        and every run after a killed one are not killed, so batches commit and backfills find
+        committed ranges."""
+        zombie_times = spread(self.cfg.zombies, self.cfg.chaos_seconds, offset=0.3)
         tries = 0
-        for at in spread(self.cfg.zombies, self.cfg.chaos_seconds, offset=0.3):
-            while not self.stop.is_set():
-                if self.elapsed() < at:
-                    self.stop.wait(0.5)
-                    continue
+        may_kill = False
+        while not self.stop.is_set():
+            if zombie_times and self.elapsed() >= zombie_times[0] and self.tally.batches_committed:
                 tries += 1
                 if self.zombie() or tries >= 3:  # an inconclusive pair is tried again, twice
+                    zombie_times.pop(0)
                     tries = 0
-                    break
-                self.stop.wait(2.0)
-
-    def ingest_loop(self) -> None:
-        while not self.stop.is_set():
-            job = self.run_with_chaos("run", self.cli("run", "--master", self.cfg.master), "plan")
+                continue
+            argv = self.cli("run", "--master", self.cfg.master)
+            job = self.run_with_chaos("run", argv, "start", may_kill=may_kill)
+            may_kill = job.killed_in is None
             self.after_run(job)
             if job.killed_in is None and job.proc.returncode == 0 and '"batch": null' in job.stdout:
                 self.stop.wait(1.0)  # nothing new: do not spin
@@ -328,7 +340,7 @@ class ChaosRun:
                 self.tally.batches_committed.add(job.batch_id)
                 self.tally.job_seconds.append(time.monotonic() - job.started)
             self.audit_queue.put(job.batch_id)
-        elif job.killed_in is None and job.proc.returncode != 0:
+        elif job.killed_in is None and job.proc.returncode != 0 and not self.stop.is_set():
             self.tally.note(f"{job.kind} exited {job.proc.returncode}: {job.tail(300)!r}")
 
     def zombie(self) -> bool:
@@ -352,13 +364,15 @@ class ChaosRun:
         finally:
             self.zombie_running.clear()
         logs = " ".join(job.tail(20000) for job in pair)
-        # The ingest loop may resume the same batch meanwhile: a third attempt can fence both.
+        # A backfill never takes this batch's fence; "fenced" needs one attempt to end with exit 3.
         if codes == [0, 0]:
             outcome = "BOTH COMMITTED"
         elif 3 in codes:
             outcome = "fenced"
         elif 1 in codes and "not planned" in logs:
             outcome = "skipped"  # it took its fence after another attempt had committed
+        elif codes == [0, 1] and "Concurrent" in logs:
+            outcome = "lost a Delta conflict"  # its replace lost to the other's: nothing committed
         else:
             outcome = f"inconclusive {codes}"
         with self.tally.lock:
@@ -399,15 +413,18 @@ class ChaosRun:
                 # Two overlapping ranges at once (when two are left), beside the ingest loop.
                 count = min(2, cfg.backfills - done)
                 threads = []
+                start = self.rng.randrange(0, end - 1)
+                stop_at = self.rng.randrange(start + 1, end + 1)
                 for _ in range(count):
-                    start = self.rng.randrange(0, end - 1)
-                    stop_at = self.rng.randrange(start + 1, end + 1)
                     threads.append(
                         self.guarded(
                             "backfill-job", lambda p=partition, s=start, e=stop_at: self.one_backfill(p, s, e)
                         )
                     )
                     done += 1
+                    # The second range overlaps the first: it starts inside it.
+                    start = self.rng.randrange(start, stop_at)
+                    stop_at = self.rng.randrange(start + 1, end + 1)
                 for thread in threads:
                     thread.join(self.cfg.job_timeout_s + 60)
         finally:
@@ -420,7 +437,7 @@ class ChaosRun:
             "--start-offset", str(start), "--end-offset", str(end),
             "--reason", "chaos: overlapping backfill", "--master", self.cfg.master,
         )  # fmt: skip
-        job = self.run_with_chaos("backfill", argv, "plan")
+        job = self.run_with_chaos("backfill", argv, "start")
         entry = {
             "partition": partition,
             "start": start,
@@ -501,7 +518,7 @@ class ChaosRun:
             zombies = sum(1 for z in t.zombies if not z["outcome"].startswith("inconclusive"))
             backfills = len(t.backfills)
         return (
-            self.producing_done.is_set()
+            self.records_reached.is_set()
             and t.kills >= cfg.kills
             and t.broker_restarts >= cfg.broker_restarts
             and t.postgres_restarts >= cfg.postgres_restarts
@@ -514,7 +531,6 @@ class ChaosRun:
             self.guarded("produce", self.produce_loop),
             self.guarded("hold", self.hold_loop),
             self.guarded("ingest", self.ingest_loop),
-            self.guarded("zombie", self.zombie_loop),
             self.guarded("backfill", self.backfill_loop),
             self.guarded("audit", self.audit_loop),
             self.guarded("faults", self.fault_loop),
@@ -532,7 +548,7 @@ class ChaosRun:
         self.stop.set()
         self.chaos_ended = time.monotonic()
         # In-flight jobs end here (not counted as kills), but a zombie pair runs to its verdict.
-        self.procs.kill_jobs(spare={"zombie"})
+        self.procs.kill_jobs(spare={"zombie", "plan"})
         for thread in threads:
             thread.join(timeout=self.cfg.job_timeout_s + 60)
 
@@ -602,6 +618,7 @@ class ChaosRun:
             "zombies": t.zombies,
             "zombies_fenced": zombies_fenced,
             "zombies_skipped": sum(1 for z in t.zombies if z["outcome"] == "skipped"),
+            "zombies_conflicted": sum(1 for z in t.zombies if z["outcome"] == "lost a Delta conflict"),
             "conflicts_retried": t.conflict_lines,
             "runs": t.runs,
             "batches": len(t.batches_committed),
@@ -678,7 +695,12 @@ def run_chaos(cfg: ChaosConfig) -> dict[str, Any]:
 def parse_args(argv: list[str] | None = None) -> ChaosConfig:
     d = ChaosConfig()
     p = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
-    p.add_argument("--records", type=int, default=d.records, help="committed records to produce")
+    p.add_argument(
+        "--records",
+        type=int,
+        default=d.records,
+        help="committed records to produce at least (production goes on at that rate until the chaos phase ends)",
+    )
     p.add_argument("--kills", type=int, default=d.kills, help="SIGKILLs of jobs (run, backfill, audit)")
     p.add_argument("--broker-restarts", type=int, default=d.broker_restarts)
     p.add_argument("--postgres-restarts", type=int, default=d.postgres_restarts)

