@@ -44,7 +44,7 @@ bench: stack-up
 
 # Chaos run on the real stack (own broker, own PostgreSQL): kills, broker and DB restarts, zombies,
 # backfills; then verify + an independent check. Result in bench/results/chaos-<stamp>.json. The
-# defaults are the full target (hours on 2 cores); tests/chaos/ runs a 3-minute variant.
+# defaults are the full target (hours on 2 cores); tests/chaos/ runs a short variant in `make test`.
 CHAOS_RECORDS ?= 1000000
 CHAOS_KILLS ?= 100
 CHAOS_BROKER_RESTARTS ?= 5

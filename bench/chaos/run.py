@@ -273,8 +273,8 @@ class ChaosRun:
         rate = cfg.records / max(window, 1.0)
         added = False
         try:
-            # --records is reached over 70% of --chaos-seconds; production goes on at that rate
-            # until the chaos phase ends, so later kills still hit batches with records.
+            # --records is reached over 70% of --chaos-seconds; production goes on at a twentieth
+            # of that rate until the chaos phase ends, so later kills still hit batches with records.
             while not self.stop.is_set():
                 if self.stats.committed >= cfg.records:
                     self.records_reached.set()
@@ -283,8 +283,10 @@ class ChaosRun:
                     added = True
                 commit = self.rng.random() >= 0.1
                 writer.run_transaction(tx_size, commit=commit, stop=self.stop, malformed_rate=0.001)
-                # Pace: committed records should follow the rate over the window.
-                ahead = self.stats.committed / rate - self.elapsed()
+                # Pace: committed records follow the rate over the window, then a twentieth of it.
+                done, extra_rate = self.stats.committed, rate / 20
+                due_at = done / rate if done < cfg.records else window + (done - cfg.records) / extra_rate
+                ahead = due_at - self.elapsed()
                 if ahead > 0:
                     self.stop.wait(min(ahead, 5))
         finally:
@@ -699,7 +701,7 @@ def parse_args(argv: list[str] | None = None) -> ChaosConfig:
         "--records",
         type=int,
         default=d.records,
-        help="committed records to produce at least (production goes on at that rate until the chaos phase ends)",
+        help="committed records to produce at least (then a twentieth of the rate until the chaos phase ends)",
     )
     p.add_argument("--kills", type=int, default=d.kills, help="SIGKILLs of jobs (run, backfill, audit)")
     p.add_argument("--broker-restarts", type=int, default=d.broker_restarts)
