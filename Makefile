@@ -5,7 +5,7 @@ export EOS_STATE_DIR ?= $(ROOT)/.state
 VENV := $(ROOT)/.venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup stack-up stack-down lint test test-unit bench clean lock
+.PHONY: setup stack-up stack-down lint test test-unit bench chaos clean lock
 
 setup:
 	@scripts/setup.sh
@@ -41,6 +41,19 @@ clean: stack-down
 # Throughput of `eos-ingest run` end to end, and of a rerun's replace; medians of 3 runs.
 bench: stack-up
 	$(PY) bench/bench_ingest.py $(BENCH_ARGS)
+
+# Chaos run on the real stack (own broker, own PostgreSQL): kills, broker and DB restarts, zombies,
+# backfills; then verify + an independent check. Result in bench/results/chaos-<stamp>.json. The
+# defaults are the full target (hours on 2 cores); tests/chaos/ runs a short variant in `make test`.
+CHAOS_RECORDS ?= 1000000
+CHAOS_KILLS ?= 100
+CHAOS_BROKER_RESTARTS ?= 5
+CHAOS_SECONDS ?= 3600
+CHAOS_MAX_MINUTES ?= 300
+chaos: setup
+	$(PY) -m bench.chaos --records $(CHAOS_RECORDS) --kills $(CHAOS_KILLS) \
+	  --broker-restarts $(CHAOS_BROKER_RESTARTS) --chaos-seconds $(CHAOS_SECONDS) \
+	  --max-minutes $(CHAOS_MAX_MINUTES) $(CHAOS_ARGS)
 
 # The main job, end to end on local defaults: setup, Kafka, `airflow standalone`, a demo stream,
 # the ingest DAG through the REST API, verify; then a summary in $(EOS_STATE_DIR)/demo/summary.json.

@@ -30,6 +30,11 @@ from eos_ingest.kafka_offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.planner import TopicPartition, plan_ranges
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
 
+log = logging.getLogger(__name__)
+
+# Log level of the CLI itself (default WARNING); INFO shows the phase lines a harness can follow.
+LOG_LEVEL_ENV = "EOS_LOG_LEVEL"
+
 
 def load_config(args: argparse.Namespace) -> PipelineConfig:
     """The pipeline's config with its Kafka connection (``AIRFLOW_CONN_<ID>``) joined as in Airflow."""
@@ -109,12 +114,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     config = load_config(args)
+    log.info("pipeline %s: phase %s", config.name, "plan")
     store = open_store(config)
     batch, created = plan_batch(config, store, allow_data_loss=args.allow_data_loss)
     if batch is None:
         print(json.dumps({"pipeline": config.name, "batch": None, "message": "nothing new to ingest"}))
         return 0
     print(f"eos-ingest: {'planned' if created else 'resuming'} batch {batch.batch_id}", file=sys.stderr)
+    log.info("batch %s: phase %s", batch.batch_id, "submit")
     return submit_and_report(config, store, batch.batch_id, args.master)
 
 
@@ -288,7 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    level = os.environ.get(LOG_LEVEL_ENV, "WARNING").upper()
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

@@ -60,13 +60,16 @@ def execute_batch(
     # The batch's ranges must be read from the topic incarnation (and cluster) they were planned
     # on: checked before the read and again before the commit, so a recreation in between is caught.
     _check_identity(config, store, batch)
+    log.info("batch %s: phase %s", batch_id, "read")
     kafka_rows = read_ranges(spark, config.kafka_settings, batch.ranges)
     # Persisted so the count, the table write and the quarantine write read Kafka once.
     parsed = parser.parse(kafka_rows, config, batch_id).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         good, bad = parser.count_split(parsed)
         rows = parser.output_rows(parsed, config)
+        log.info("batch %s: phase %s", batch_id, "gate")
         quality.gate(spark, config, batch, rows, bad)  # raises QualityGateError: nothing written
+        log.info("batch %s: phase %s", batch_id, "write")
         version = writer.replace_ranges(
             spark,
             rows,
@@ -98,8 +101,10 @@ def execute_batch(
     finally:
         parsed.unpersist()
 
+    log.info("batch %s: phase %s", batch_id, "written")
     _pause_if_asked()
     _check_identity(config, store, batch)
+    log.info("batch %s: phase %s", batch_id, "commit")
     store.commit_batch(
         batch_id,
         fence,

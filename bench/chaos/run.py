@@ -1,0 +1,747 @@
+"""Chaos run of eos-ingest on the real stack; see bench/chaos/__init__.py and README (make chaos).
+
+One run: its own broker and PostgreSQL on free ports in a folder of its own; producers write
+committed, aborted and long-open transactions while partitions are added; `eos-ingest run` loops,
+backfills of overlapping committed ranges run beside it, audits follow commits; jobs are SIGKILLed
+at random moments (their process group), the broker is kill -9'd and restarted, PostgreSQL is
+restarted, and one planned batch is submitted twice at once (a zombie). Then, without chaos,
+everything is ingested, `eos-ingest verify` runs and the run's own check (bench/chaos/check.py)
+compares Kafka with the Delta tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from queue import Empty, Queue
+from typing import Any
+
+import yaml
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from bench.chaos import check
+from bench.chaos.procs import REPO, Job, Processes
+from bench.chaos.produce import SCHEMA, ProduceStats, TxWriter
+
+# Targeted kills go round these: a kill when the job reports the phase ("written" = between the
+# Delta write and the commit, held there by the job's pause hook so the kill cannot miss it).
+TARGETS = ("plan", "read", "gate", "write", "written", "commit")
+PAUSE_ENV = "EOS_FAULT_PAUSE_BEFORE_COMMIT"
+# How the result names the phases the jobs log ("start": the process started, no phase logged yet).
+PHASE_NAMES = {
+    "submit": "job start",  # spark-submit launched: JVM start, fence, Spark session
+    "written": "between write and commit",
+    "committed": "after commit",
+}
+
+
+@dataclass
+class ChaosConfig:
+    records: int = 1_000_000
+    kills: int = 100
+    broker_restarts: int = 5
+    postgres_restarts: int = 1
+    zombies: int = 3
+    backfills: int = 10
+    audits: int = 20
+    partitions: int = 4
+    added_partitions: int = 2
+    batch_records: int = 50_000  # max_records_per_partition of the pipeline
+    chaos_seconds: float = 3600.0  # how long producers and faults are spread over
+    chaos_max_seconds: float = 0.0  # the chaos phase ends here even if quotas are not met (0: 2x)
+    kill_probability: float = 0.6  # chance that a job is chosen for a kill (while kills are left)
+    max_minutes: float = 240.0  # the whole run, end check included
+    job_timeout_s: float = 600.0
+    master: str = "local[1]"
+    seed: int = 0
+    plant: str = "none"  # none | duplicate | missing
+    home: Path | None = None
+    results_dir: Path = REPO / "bench" / "results"
+    keep_home: bool = False
+
+
+@dataclass
+class Tally:
+    kills_by_phase: Counter[str] = field(default_factory=Counter)
+    kills_by_kind: Counter[str] = field(default_factory=Counter)
+    exits: Counter[str] = field(default_factory=Counter)
+    broker_restarts: int = 0
+    postgres_restarts: int = 0
+    zombies: list[dict[str, Any]] = field(default_factory=list)
+    batches_committed: set[int] = field(default_factory=set)
+    runs: int = 0
+    backfills: list[dict[str, Any]] = field(default_factory=list)
+    audits: Counter[str] = field(default_factory=Counter)
+    conflict_lines: int = 0
+    partitions_added: int = 0
+    job_seconds: list[float] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def kills(self) -> int:
+        return sum(self.kills_by_phase.values())
+
+    def note(self, text: str) -> None:
+        with self.lock:
+            self.events.append(f"{time.strftime('%H:%M:%S')} {text}")
+        print(f"chaos: {text}", file=sys.stderr, flush=True)
+
+
+class ChaosRun:
+    def __init__(self, cfg: ChaosConfig) -> None:
+        self.cfg = cfg
+        self.rng = random.Random(cfg.seed)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        self.stamp = stamp
+        state = Path(os.environ.get("EOS_STATE_DIR") or REPO / ".state").resolve()
+        self.home = (cfg.home or state / f"chaos-{stamp}-{os.getpid()}").resolve()
+        shutil.rmtree(self.home, ignore_errors=True)
+        self.home.mkdir(parents=True)
+        # The run's own state folder (GX, PostgreSQL, broker), sharing the jars of `make setup`.
+        (self.home / "jars").symlink_to(state / "jars")
+        self.env = {**os.environ, "EOS_STATE_DIR": str(self.home), "EOS_LOG_LEVEL": "INFO"}
+        self.env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+        self.procs = Processes(self.home, self.env)
+        self.tally = Tally()
+        self.stats = ProduceStats()
+        self.stop = threading.Event()  # ends the chaos phase
+        self.producing_done = threading.Event()
+        self.records_reached = threading.Event()
+        self.audit_queue: Queue[int] = Queue()
+        self.started = time.monotonic()
+        self.deadline = self.started + cfg.max_minutes * 60
+        self.topic = f"chaos_{self.rng.randrange(16**8):08x}"
+        self.kills_planned = 0
+        self.lock = threading.Lock()
+        self.thread_errors: list[str] = []
+        self.quotas_were_met = False
+        self.zombie_running = threading.Event()  # broker restarts wait for a zombie pair
+        self.chaos_ended = 0.0
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def cli(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "eos_ingest.cli", *args, "--config", str(self.pipeline_file)]
+
+    def take_kill(self) -> bool:
+        """Reserve one of the kills still to do."""
+        with self.lock:
+            if self.kills_planned >= self.cfg.kills:
+                return False
+            self.kills_planned += 1
+            return True
+
+    def give_back_kill(self) -> None:
+        with self.lock:
+            self.kills_planned -= 1
+
+    def typical_job_s(self) -> float:
+        with self.tally.lock:
+            done = list(self.tally.job_seconds)
+        return statistics.median(done) if done else 25.0
+
+    def finish(self, job: Job, timeout_s: float | None = None) -> int:
+        code = job.wait(timeout_s or self.cfg.job_timeout_s)
+        if job.killed_in:
+            label = "killed"
+        elif code == -9 and self.stop.is_set():
+            label = "stopped"  # ended by the end of the chaos phase
+        else:
+            label = str(code)
+        with self.tally.lock:
+            self.tally.exits[f"{job.kind}:{label}"] += 1
+            self.tally.conflict_lines += job.conflict_lines
+        return code
+
+    def record_kill(self, job: Job, phase: str | None) -> None:
+        if phase is None or self.stop.is_set():  # it had exited, or the chaos phase ended it
+            self.give_back_kill()
+            return
+        phase = PHASE_NAMES.get(phase, phase)
+        with self.tally.lock:
+            self.tally.kills_by_phase[phase] += 1
+            self.tally.kills_by_kind[job.kind] += 1
+        self.tally.note(f"killed {job.kind} (batch {job.batch_id}) in phase {phase}")
+
+    def run_with_chaos(self, kind: str, argv: list[str], first_phase: str, may_kill: bool = True) -> Job:
+        """Start a job; maybe kill it at a random moment, or when it reaches a chosen phase."""
+        kill = (
+            may_kill
+            and not self.stop.is_set()
+            and self.rng.random() < self.cfg.kill_probability
+            and self.take_kill()
+        )
+        target = None
+        extra_env: dict[str, str] = {}
+        if kill and kind != "audit" and self.rng.random() < 0.4:
+            # Only `eos-ingest run` logs its plan phase.
+            target = self.rng.choice([t for t in TARGETS if kind == "run" or t != "plan"])
+            if target == "written":
+                extra_env[PAUSE_ENV] = str(self.home / f"pause-{time.monotonic_ns()}")
+        job = self.procs.start(kind, argv, first_phase, extra_env)
+        if not kill:
+            self.finish(job)
+            return job
+        if target is None:
+            delay = self.rng.uniform(0.2, 1.2 * self.typical_job_s())
+            try:
+                job.proc.wait(timeout=delay)
+            except Exception:
+                self.record_kill(job, job.kill())
+            else:
+                self.give_back_kill()
+        elif target == "written":
+            pause = Path(extra_env[PAUSE_ENV])
+            deadline = time.monotonic() + self.cfg.job_timeout_s
+            while not pause.exists() and job.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if pause.exists():
+                self.record_kill(job, job.kill())
+                pause.unlink(missing_ok=True)
+            else:
+                self.give_back_kill()
+        else:
+            if job.wait_phase({target}, self.cfg.job_timeout_s):
+                time.sleep(self.rng.uniform(0, 0.3))
+                self.record_kill(job, job.kill())
+            else:
+                self.give_back_kill()
+        self.finish(job)
+        return job
+
+    # -- setup ----------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        self.procs.broker_up()
+        db_url = self.procs.postgres_up()
+        admin = AdminClient({"bootstrap.servers": self.procs.bootstrap, "log_level": 2})
+        admin.create_topics([NewTopic(self.topic, self.cfg.partitions, 1)])[self.topic].result(60)
+        self.pipeline_file = self.home / "chaos.yaml"
+        self.output = self.home / "tables" / "chaos"
+        self.pipeline_file.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "chaos",
+                    "topics": [self.topic],
+                    "kafka": {"bootstrap.servers": self.procs.bootstrap},
+                    "start_from": "earliest",
+                    "max_records_per_partition": self.cfg.batch_records,
+                    "value": {"format": "json", "schema": SCHEMA},
+                    "output": {"path": str(self.output), "partition_by": ["event_date"]},
+                    "control_db_url": db_url,
+                    "schedule": None,
+                }
+            )
+        )
+        self.tally.note(
+            f"home {self.home}, broker {self.procs.bootstrap}, postgres port {self.procs.pg_port}, topic {self.topic}"
+        )
+
+    # -- threads --------------------------------------------------------------------------------
+
+    def guarded(self, name: str, body) -> threading.Thread:  # type: ignore[no-untyped-def]
+        def run() -> None:
+            try:
+                body()
+            except Exception as exc:
+                self.thread_errors.append(f"{name}: {type(exc).__name__}: {exc}")
+                self.tally.note(f"thread {name} failed: {exc!r}")
+
+        thread = threading.Thread(target=run, name=name, daemon=True)
+        thread.start()
+        return thread
+
+    def produce_loop(self) -> None:
+        cfg = self.cfg
+        writer = TxWriter(self.procs.bootstrap, self.topic, self.stats, random.Random(cfg.seed + 1))
+        window = cfg.chaos_seconds * 0.7
+        tx_size = max(50, min(2000, cfg.records // 200))
+        rate = cfg.records / max(window, 1.0)
+        added = False
+        try:
+            # --records is reached over 70% of --chaos-seconds; production goes on at a twentieth
+            # of that rate until the chaos phase ends, so later kills still hit batches with records.
+            while not self.stop.is_set():
+                if self.stats.committed >= cfg.records:
+                    self.records_reached.set()
+                if not added and self.stats.committed >= cfg.records * 0.4 and cfg.added_partitions:
+                    self.add_partitions()
+                    added = True
+                commit = self.rng.random() >= 0.1
+                writer.run_transaction(tx_size, commit=commit, stop=self.stop, malformed_rate=0.001)
+                # Pace: committed records follow the rate over the window, then a twentieth of it.
+                done, extra_rate = self.stats.committed, rate / 20
+                due_at = done / rate if done < cfg.records else window + (done - cfg.records) / extra_rate
+                ahead = due_at - self.elapsed()
+                if ahead > 0:
+                    self.stop.wait(min(ahead, 5))
+        finally:
+            writer.close()
+            self.producing_done.set()
+
+    def hold_loop(self) -> None:
+        """A second producer: transactions held open several seconds (across batch plans)."""
+        writer = TxWriter(self.procs.bootstrap, self.topic, self.stats, random.Random(self.cfg.seed + 2))
+        hold = max(3.0, min(30.0, self.cfg.chaos_seconds / 20))
+        while not self.producing_done.is_set() and not self.stop.is_set():
+            writer.run_transaction(
+                self.rng.randint(20, 100), commit=True, stop=self.producing_done, hold_s=hold
+            )
+            self.producing_done.wait(self.rng.uniform(0, hold))
+        writer.close()
+
+    def add_partitions(self) -> None:
+        admin = AdminClient({"bootstrap.servers": self.procs.bootstrap, "log_level": 2})
+        total = self.cfg.partitions + self.cfg.added_partitions
+        admin.create_partitions([NewPartitions(self.topic, total)])[self.topic].result(60)
+        self.tally.partitions_added = self.cfg.added_partitions
+        self.tally.note(f"partitions of {self.topic}: {self.cfg.partitions} -> {total}")
+
+    def ingest_loop(self) -> None:
+        """`eos-ingest run` again and again; at spread moments a zombie pair instead. The first run
+        and every run after a killed one are not killed, so batches commit and backfills find
+        committed ranges."""
+        zombie_times = spread(self.cfg.zombies, self.cfg.chaos_seconds, offset=0.3)
+        tries = 0
+        may_kill = False
+        while not self.stop.is_set():
+            if zombie_times and self.elapsed() >= zombie_times[0] and self.tally.batches_committed:
+                tries += 1
+                if self.zombie() or tries >= 3:  # an inconclusive pair is tried again, twice
+                    zombie_times.pop(0)
+                    tries = 0
+                continue
+            argv = self.cli("run", "--master", self.cfg.master)
+            job = self.run_with_chaos("run", argv, "start", may_kill=may_kill)
+            may_kill = job.killed_in is None
+            self.after_run(job)
+            if job.killed_in is None and job.proc.returncode == 0 and '"batch": null' in job.stdout:
+                self.stop.wait(1.0)  # nothing new: do not spin
+            elif job.proc.returncode not in (0, -9):
+                self.stop.wait(1.0)
+
+    def after_run(self, job: Job) -> None:
+        with self.tally.lock:
+            self.tally.runs += 1
+        if job.killed_in is None and job.proc.returncode == 0 and job.batch_id is not None:
+            with self.tally.lock:
+                self.tally.batches_committed.add(job.batch_id)
+                self.tally.job_seconds.append(time.monotonic() - job.started)
+            self.audit_queue.put(job.batch_id)
+        elif job.killed_in is None and job.proc.returncode != 0 and not self.stop.is_set():
+            self.tally.note(f"{job.kind} exited {job.proc.returncode}: {job.tail(300)!r}")
+
+    def zombie(self) -> bool:
+        """Plan a batch and submit it twice at once: one attempt must commit, the other be
+        fenced (exit 3) or find it committed already. True when it was tried."""
+        from eos_ingest.submit import spark_submit_argv, spark_submit_env
+
+        plan = self.procs.start("plan", self.cli("plan"), "plan")
+        if self.finish(plan, 120) != 0:
+            return False
+        batch = json.loads(plan.stdout).get("batch")
+        if not batch:
+            return False
+        batch_id = int(batch["batch_id"])
+        argv = spark_submit_argv(self.pipeline_file, batch_id, master=self.cfg.master, driver_memory="1g")
+        env = spark_submit_env(self.env)
+        self.zombie_running.set()
+        try:
+            pair = [self.procs.start("zombie", argv, "submit", env, merge_output=True) for _ in range(2)]
+            codes = sorted(self.finish(job) for job in pair)
+        finally:
+            self.zombie_running.clear()
+        logs = " ".join(job.tail(20000) for job in pair)
+        # A backfill never takes this batch's fence; "fenced" needs one attempt to end with exit 3.
+        if codes == [0, 0]:
+            outcome = "BOTH COMMITTED"
+        elif 3 in codes:
+            outcome = "fenced"
+        elif 1 in codes and "not planned" in logs:
+            outcome = "skipped"  # it took its fence after another attempt had committed
+        elif codes == [0, 1] and "Concurrent" in logs:
+            outcome = "lost a Delta conflict"  # its replace lost to the other's: nothing committed
+        else:
+            outcome = f"inconclusive {codes}"
+        with self.tally.lock:
+            self.tally.zombies.append({"batch_id": batch_id, "exit_codes": codes, "outcome": outcome})
+            if 0 in codes:
+                self.tally.batches_committed.add(batch_id)
+        self.tally.note(f"zombie pair on batch {batch_id}: exits {codes} -> {outcome}")
+        if 0 in codes:
+            self.audit_queue.put(batch_id)
+        return not outcome.startswith("inconclusive")
+
+    def backfill_loop(self) -> None:
+        from eos_ingest.control_store import ControlStore
+
+        cfg = self.cfg
+        times = spread(max(1, (cfg.backfills + 1) // 2), cfg.chaos_seconds)
+        store = ControlStore(yaml.safe_load(self.pipeline_file.read_text())["control_db_url"])
+        done = 0
+        try:
+            while done < cfg.backfills and not self.stop.is_set():
+                if not times or self.elapsed() < times[0]:
+                    self.stop.wait(1.0)
+                    continue
+                try:
+                    committed = {
+                        tp.partition: o for tp, o in store.committed_offsets("chaos").items() if o > 1
+                    }
+                except Exception as exc:  # the database may be restarting
+                    self.tally.note(f"backfill: control DB: {exc!r}")
+                    self.stop.wait(2.0)
+                    continue
+                if not committed:
+                    self.stop.wait(2.0)
+                    continue
+                times.pop(0)
+                partition = self.rng.choice(sorted(committed))
+                end = committed[partition]
+                # Two overlapping ranges at once (when two are left), beside the ingest loop.
+                count = min(2, cfg.backfills - done)
+                threads = []
+                start = self.rng.randrange(0, end - 1)
+                stop_at = self.rng.randrange(start + 1, end + 1)
+                for _ in range(count):
+                    threads.append(
+                        self.guarded(
+                            "backfill-job", lambda p=partition, s=start, e=stop_at: self.one_backfill(p, s, e)
+                        )
+                    )
+                    done += 1
+                    # The second range overlaps the first: it starts inside it.
+                    start = self.rng.randrange(start, stop_at)
+                    stop_at = self.rng.randrange(start + 1, end + 1)
+                for thread in threads:
+                    thread.join(self.cfg.job_timeout_s + 60)
+        finally:
+            store.close()
+
+    def one_backfill(self, partition: int, start: int, end: int) -> None:
+        argv = self.cli(
+            "backfill",
+            "--topic", self.topic, "--partitions", str(partition),
+            "--start-offset", str(start), "--end-offset", str(end),
+            "--reason", "chaos: overlapping backfill", "--master", self.cfg.master,
+        )  # fmt: skip
+        job = self.run_with_chaos("backfill", argv, "start")
+        entry = {
+            "partition": partition,
+            "start": start,
+            "end": end,
+            "exit": job.proc.returncode,
+            "killed_in": job.killed_in,
+        }
+        with self.tally.lock:
+            self.tally.backfills.append(entry)
+        self.tally.note(f"backfill {partition} [{start}, {end}) -> {entry['exit']}")
+        if job.killed_in is None and job.proc.returncode == 0 and job.batch_id is not None:
+            self.audit_queue.put(job.batch_id)
+
+    def audit_loop(self) -> None:
+        done = 0
+        while not self.stop.is_set() and done < self.cfg.audits:
+            try:
+                batch_id = self.audit_queue.get(timeout=1.0)
+            except Empty:
+                continue
+            argv = [
+                sys.executable,
+                "-m",
+                "eos_ingest.quality",
+                "--config",
+                str(self.pipeline_file),
+                "--batch-id",
+                str(batch_id),
+            ]
+            job = self.run_with_chaos("audit", argv, "audit")
+            if self.stop.is_set() and not job.killed_in:
+                return  # ended by the end of the chaos phase: no verdict
+            done += 1
+            with self.tally.lock:
+                if job.killed_in:
+                    self.tally.audits["killed"] += 1
+                else:
+                    self.tally.audits[{0: "passed", 1: "failed"}.get(job.proc.returncode, "error")] += 1
+            if job.killed_in is None and job.proc.returncode == 1:
+                self.tally.note(f"audit of batch {batch_id} FAILED: {job.stdout[-2000:]}")
+            # Skip to the newest commits: an audit takes as long as a batch.
+            while self.audit_queue.qsize() > 1:
+                self.audit_queue.get_nowait()
+
+    def fault_loop(self) -> None:
+        cfg = self.cfg
+        plan = sorted(
+            [(t, "broker") for t in spread(cfg.broker_restarts, cfg.chaos_seconds)]
+            + [(t, "postgres") for t in spread(cfg.postgres_restarts, cfg.chaos_seconds, offset=0.5)]
+        )
+        for at, what in plan:
+            while self.elapsed() < at and not self.stop.is_set():
+                self.stop.wait(0.5)
+            # A zombie pair should reach its commits: a restart waits for it a little (30 s).
+            waited = time.monotonic()
+            while self.zombie_running.is_set() and time.monotonic() - waited < 30 and not self.stop.is_set():
+                self.stop.wait(0.5)
+            if self.stop.is_set():
+                return
+            if what == "broker":
+                self.procs.broker_kill9()
+                self.stop.wait(self.rng.uniform(1, 5))
+                self.procs.broker_up()
+                self.tally.broker_restarts += 1
+                self.tally.note(f"broker kill -9 and restart #{self.tally.broker_restarts}")
+            else:
+                self.procs.postgres_down()
+                self.stop.wait(self.rng.uniform(1, 3))
+                self.procs.postgres_up()
+                self.tally.postgres_restarts += 1
+                self.tally.note(f"postgres restart #{self.tally.postgres_restarts}")
+
+    # -- the run --------------------------------------------------------------------------------
+
+    def quotas_met(self) -> bool:
+        cfg, t = self.cfg, self.tally
+        with t.lock:
+            zombies = sum(1 for z in t.zombies if not z["outcome"].startswith("inconclusive"))
+            backfills = len(t.backfills)
+        return (
+            self.records_reached.is_set()
+            and t.kills >= cfg.kills
+            and t.broker_restarts >= cfg.broker_restarts
+            and t.postgres_restarts >= cfg.postgres_restarts
+            and zombies >= cfg.zombies
+            and backfills >= cfg.backfills
+        )
+
+    def chaos_phase(self) -> None:
+        threads = [
+            self.guarded("produce", self.produce_loop),
+            self.guarded("hold", self.hold_loop),
+            self.guarded("ingest", self.ingest_loop),
+            self.guarded("backfill", self.backfill_loop),
+            self.guarded("audit", self.audit_loop),
+            self.guarded("faults", self.fault_loop),
+        ]
+        # The chaos phase may run past chaos_seconds to reach its quotas, up to a reserve of the
+        # overall cap kept for the end check.
+        cap = self.cfg.chaos_max_seconds or 2 * self.cfg.chaos_seconds
+        cap = min(cap, self.cfg.max_minutes * 60 - max(120.0, 0.25 * self.cfg.max_minutes * 60))
+        while not (self.elapsed() >= self.cfg.chaos_seconds and self.quotas_met()):
+            if self.elapsed() > cap:
+                self.tally.note(f"chaos phase ends at its cap ({cap:.0f} s) before every quota was met")
+                break
+            time.sleep(0.5)
+        self.quotas_were_met = self.quotas_met()
+        self.stop.set()
+        self.chaos_ended = time.monotonic()
+        # In-flight jobs end here (not counted as kills), but a zombie pair runs to its verdict.
+        self.procs.kill_jobs(spare={"zombie", "plan"})
+        for thread in threads:
+            thread.join(timeout=self.cfg.job_timeout_s + 60)
+
+    def catch_up(self) -> dict[str, Any]:
+        """No chaos: make sure broker and DB are up, then `eos-ingest run` until nothing is new."""
+        self.procs.broker_up()
+        self.procs.postgres_up()
+        runs = 0
+        while time.monotonic() < self.deadline:
+            job = self.procs.start("final-run", self.cli("run", "--master", self.cfg.master), "plan")
+            code = self.finish(job, max(60.0, min(self.cfg.job_timeout_s, self.deadline - time.monotonic())))
+            runs += 1
+            if code == 0 and '"batch": null' in job.stdout:
+                open_partitions = check.open_transactions(self.procs.bootstrap, self.topic)
+                if not open_partitions:
+                    return {"final_runs": runs}
+                # A transaction of a producer that failed is still open: wait for its timeout.
+                self.tally.note(f"final run: transactions still open on partitions {open_partitions}")
+                time.sleep(5)
+                continue
+            if code == 0 and job.batch_id is not None:
+                with self.tally.lock:
+                    self.tally.batches_committed.add(job.batch_id)
+            elif code != 0:
+                self.tally.note(f"final run exited {code}: {job.tail(500)!r}")
+                time.sleep(2)
+        raise TimeoutError("chaos: the final ingest did not catch up before --max-minutes")
+
+    def end_check(self) -> dict[str, Any]:
+        planted = 0
+        if self.cfg.plant == "duplicate":
+            planted = check.plant_duplicate(self.output)
+        elif self.cfg.plant == "missing":
+            planted = check.plant_missing(self.output)
+        verify_job = self.procs.start("verify", self.cli("verify"), "verify")
+        code = self.finish(verify_job, 900)
+        try:
+            verify = json.loads(verify_job.stdout)
+        except json.JSONDecodeError:
+            verify = {"error": verify_job.tail(2000)}
+        verify["exit"] = code
+        expected = check.committed_identities(self.procs.bootstrap, self.topic)
+        found = check.table_identities([self.output, Path(f"{self.output}_quarantine")])
+        own = check.compare(expected, found)
+        per_partition = Counter(p for _, p, _ in expected)
+        own["per_partition"] = {str(p): n for p, n in sorted(per_partition.items())}
+        return {"planted_rows": planted, "verify": verify, "independent": own}
+
+    def result(self, outcome: dict[str, Any]) -> dict[str, Any]:
+        t = self.tally
+        own = outcome.get("independent", {})
+        verify = outcome.get("verify", {})
+        zombies_fenced = sum(1 for z in t.zombies if z["outcome"] == "fenced")
+        return {
+            "date": self.stamp,
+            "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self.cfg).items()},
+            "wall_seconds": round(self.elapsed(), 1),
+            "chaos_seconds": round(self.chaos_ended - self.started, 1) if self.chaos_ended else None,
+            "quotas_met": self.quotas_were_met,
+            "records": {**self.stats.to_dict(), "kafka_read_committed": own.get("expected")},
+            "kills": t.kills,
+            "kills_by_phase": dict(sorted(t.kills_by_phase.items())),
+            "kills_by_kind": dict(t.kills_by_kind),
+            "broker_restarts": t.broker_restarts,
+            "postgres_restarts": t.postgres_restarts,
+            "partitions_added": t.partitions_added,
+            "zombies": t.zombies,
+            "zombies_fenced": zombies_fenced,
+            "zombies_skipped": sum(1 for z in t.zombies if z["outcome"] == "skipped"),
+            "zombies_conflicted": sum(1 for z in t.zombies if z["outcome"] == "lost a Delta conflict"),
+            "conflicts_retried": t.conflict_lines,
+            "runs": t.runs,
+            "batches": len(t.batches_committed),
+            "backfills": t.backfills,
+            "audits": dict(t.audits),
+            "exits": dict(sorted(t.exits.items())),
+            "median_job_seconds": round(self.typical_job_s(), 1),
+            "duplicates": max(own.get("duplicates", 0), verify.get("duplicates", 0)),
+            "missing": max(own.get("missing", 0), verify.get("missing", 0)),
+            "unexpected": max(own.get("unexpected", 0), verify.get("unexpected", 0)),
+            **outcome,
+            "thread_errors": self.thread_errors,
+            "events": t.events[-200:],
+            "home": str(self.home),
+        }
+
+
+def spread(count: int, seconds: float, offset: float = 1.0) -> list[float]:
+    """`count` moments spread evenly over `seconds` (none at 0 or at the end)."""
+    return [seconds * (i + offset) / (count + 1) for i in range(count)]
+
+
+def ok(result: dict[str, Any]) -> bool:
+    verify = result.get("verify", {})
+    return (
+        result.get("error") is None
+        and result["duplicates"] == 0
+        and result["missing"] == 0
+        and result["unexpected"] == 0
+        and verify.get("ok") is True
+        and not any(z["outcome"] == "BOTH COMMITTED" for z in result["zombies"])
+    )
+
+
+def run_chaos(cfg: ChaosConfig) -> dict[str, Any]:
+    """One chaos run; returns the result (also written to results_dir/chaos-<stamp>.json)."""
+    run = ChaosRun(cfg)
+    outcome: dict[str, Any] = {}
+    try:
+        run.setup()
+        run.chaos_phase()
+        outcome.update(run.catch_up())
+        outcome.update(run.end_check())
+    except BaseException as exc:
+        outcome["error"] = f"{type(exc).__name__}: {exc}"
+        run.stop.set()
+        if not isinstance(exc, Exception):
+            raise
+    finally:
+        run.stop.set()
+        problems = run.procs.cleanup()
+        if problems:
+            outcome["cleanup_problems"] = problems
+        result = run.result(outcome)
+        result["ok"] = ok(result)
+        cfg.results_dir.mkdir(parents=True, exist_ok=True)
+        path = cfg.results_dir / f"chaos-{run.stamp}.json"
+        path.write_text(json.dumps(result, indent=2, default=str))
+        summary = {
+            k: result.get(k)
+            for k in ("date", "ok", "wall_seconds", "kills", "kills_by_phase", "broker_restarts",
+                      "postgres_restarts", "zombies_fenced", "batches", "duplicates", "missing", "unexpected")
+        }  # fmt: skip
+        summary["records"] = cfg.records
+        summary["file"] = path.name
+        with (cfg.results_dir / "chaos.jsonl").open("a") as out:
+            out.write(json.dumps(summary) + "\n")
+        result["result_file"] = str(path)
+        if result["ok"] and not cfg.keep_home:
+            shutil.rmtree(run.home, ignore_errors=True)
+    return result
+
+
+def parse_args(argv: list[str] | None = None) -> ChaosConfig:
+    d = ChaosConfig()
+    p = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
+    p.add_argument(
+        "--records",
+        type=int,
+        default=d.records,
+        help="committed records to produce at least (then a twentieth of the rate until the chaos phase ends)",
+    )
+    p.add_argument("--kills", type=int, default=d.kills, help="SIGKILLs of jobs (run, backfill, audit)")
+    p.add_argument("--broker-restarts", type=int, default=d.broker_restarts)
+    p.add_argument("--postgres-restarts", type=int, default=d.postgres_restarts)
+    p.add_argument("--zombies", type=int, default=d.zombies, help="planned batches submitted twice at once")
+    p.add_argument("--backfills", type=int, default=d.backfills)
+    p.add_argument("--audits", type=int, default=d.audits, help="most audits to run (after commits)")
+    p.add_argument("--partitions", type=int, default=d.partitions)
+    p.add_argument("--added-partitions", type=int, default=d.added_partitions)
+    p.add_argument(
+        "--batch-records", type=int, default=d.batch_records, help="max records per partition a batch"
+    )
+    p.add_argument("--chaos-seconds", type=float, default=d.chaos_seconds, help="length of the chaos phase")
+    p.add_argument("--chaos-max-seconds", type=float, default=d.chaos_max_seconds,
+                   help="end the chaos phase here even if quotas are not met (default 2x --chaos-seconds)")  # fmt: skip
+    p.add_argument("--kill-probability", type=float, default=d.kill_probability)
+    p.add_argument("--max-minutes", type=float, default=d.max_minutes, help="cap of the whole run")
+    p.add_argument("--job-timeout", type=float, default=d.job_timeout_s, dest="job_timeout_s")
+    p.add_argument("--master", default=d.master)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--plant", choices=("none", "duplicate", "missing"), default=d.plant,
+                   help="break the table before the end check, to prove it catches it")  # fmt: skip
+    p.add_argument("--home", type=Path, help="run folder (default .state/chaos-<stamp>-<pid>)")
+    p.add_argument("--results-dir", type=Path, default=d.results_dir)
+    p.add_argument("--keep-home", action="store_true", help="keep the run folder after a clean run")
+    return ChaosConfig(**vars(p.parse_args(argv)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    # Ctrl-C and SIGTERM both unwind through run_chaos's cleanup.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    result = run_chaos(parse_args(argv))
+    brief = {k: result.get(k) for k in ("ok", "wall_seconds", "kills", "kills_by_phase", "broker_restarts",
+                                        "postgres_restarts", "zombies_fenced", "batches", "duplicates",
+                                        "missing", "unexpected", "error", "result_file")}  # fmt: skip
+    print(json.dumps(brief, indent=2))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

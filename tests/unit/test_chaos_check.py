@@ -1,0 +1,130 @@
+"""The chaos run's end check (bench/chaos/check.py): the comparison, the Delta log replay, and
+that a planted duplicate or a removed file (a skipped range) is caught. No broker, no Spark: the
+tables are written here with pyarrow and a hand-made _delta_log."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bench.chaos import check
+
+T = "t"
+
+
+@pytest.mark.parametrize(
+    ("expected", "found", "duplicates", "missing", "unexpected"),
+    [
+        ({(T, 0, 0), (T, 0, 1)}, {(T, 0, 0): 1, (T, 0, 1): 1}, 0, 0, 0),
+        ({(T, 0, 0), (T, 0, 1)}, {(T, 0, 0): 2, (T, 0, 1): 1}, 1, 0, 0),
+        ({(T, 0, 0), (T, 0, 1)}, {(T, 0, 0): 3, (T, 0, 1): 1}, 2, 0, 0),
+        ({(T, 0, 0), (T, 0, 1)}, {(T, 0, 0): 1}, 0, 1, 0),
+        ({(T, 0, 0)}, {(T, 0, 0): 1, (T, 1, 0): 1}, 0, 0, 1),
+        ({(T, 0, 0), (T, 0, 1)}, {(T, 0, 1): 2, (T, 0, 5): 1}, 1, 1, 1),
+        (set(), {}, 0, 0, 0),
+        ({(T, 0, 0)}, {}, 0, 1, 0),
+    ],
+)
+def test_compare_counts_duplicates_missing_and_unexpected(expected, found, duplicates, missing, unexpected):
+    report = check.compare(expected, Counter(found))
+    assert (report["duplicates"], report["missing"], report["unexpected"]) == (
+        duplicates,
+        missing,
+        unexpected,
+    )
+    assert report["expected"] == len(expected) and report["found"] == sum(found.values())
+
+
+def _write_file(table: Path, name: str, partition: int, offsets: range) -> dict:
+    folder = table / "event_date=2026-11-24"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = pa.table(
+        {
+            "kafka_topic": [T] * len(offsets),
+            "kafka_partition": pa.array([partition] * len(offsets), pa.int32()),
+            "kafka_offset": pa.array(list(offsets), pa.int64()),
+            "id": pa.array(list(offsets), pa.int64()),
+        }
+    )
+    pq.write_table(rows, folder / name)
+    path = f"event_date=2026-11-24/{name}"
+    return {
+        "path": path.replace("=", "%3D"),  # Delta URL-encodes paths
+        "partitionValues": {"event_date": "2026-11-24"},
+        "size": (folder / name).stat().st_size,
+        "modificationTime": 0,
+        "dataChange": True,
+    }
+
+
+def _commit(table: Path, version: int, actions: list[dict]) -> None:
+    log = table / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    (log / f"{version:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Path:
+    """Version 0 writes offsets 0-9 of partition 0 and 0-4 of partition 1; version 1 replaces
+    partition 0's file by a rewrite (what a rerun's replaceWhere does)."""
+    table = tmp_path / "chaos"
+    first = _write_file(table, "a.parquet", 0, range(10))
+    second = _write_file(table, "b.parquet", 1, range(5))
+    _commit(
+        table,
+        0,
+        [
+            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+            {"metaData": {"id": "x", "partitionColumns": ["event_date"], "configuration": {}}},
+            {"add": first},
+            {"add": second},
+        ],
+    )
+    rewrite = _write_file(table, "c.parquet", 0, range(10))
+    _commit(table, 1, [{"remove": {"path": first["path"], "dataChange": True}}, {"add": rewrite}])
+    return table
+
+
+def expected_identities() -> set[check.Identity]:
+    return {(T, 0, o) for o in range(10)} | {(T, 1, o) for o in range(5)}
+
+
+def test_replay_keeps_only_live_files_so_a_replaced_range_counts_once(table: Path) -> None:
+    assert sorted(check.live_files(table)) == [
+        "event_date=2026-11-24/b.parquet",
+        "event_date=2026-11-24/c.parquet",
+    ]
+    report = check.compare(expected_identities(), check.table_identities([table, table.parent / "absent"]))
+    assert (report["duplicates"], report["missing"], report["unexpected"]) == (0, 0, 0)
+
+
+def test_planted_duplicate_file_is_caught_as_duplicates(table: Path) -> None:
+    planted = check.plant_duplicate(table)
+    report = check.compare(expected_identities(), check.table_identities([table]))
+    assert planted > 0 and report["duplicates"] == planted
+    assert report["missing"] == 0 and report["unexpected"] == 0
+
+
+def test_removed_file_a_skipped_range_is_caught_as_missing(table: Path) -> None:
+    planted = check.plant_missing(table)
+    report = check.compare(expected_identities(), check.table_identities([table]))
+    assert planted > 0 and report["missing"] == planted
+    assert report["duplicates"] == 0 and report["unexpected"] == 0
+
+
+def test_a_table_whose_log_does_not_start_at_zero_is_refused(table: Path) -> None:
+    (table / "_delta_log" / f"{0:020d}.json").unlink()
+    with pytest.raises(ValueError, match="not every version from 0"):
+        check.live_files(table)
+
+
+def test_a_deletion_vector_is_refused_rather_than_miscounted(table: Path) -> None:
+    add = _write_file(table, "d.parquet", 1, range(5, 6))
+    _commit(table, 2, [{"add": {**add, "deletionVector": {"storageType": "u"}}}])
+    with pytest.raises(ValueError, match="deletion vector"):
+        check.live_files(table)
