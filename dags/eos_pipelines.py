@@ -71,17 +71,22 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
     and stored, so they never show in the UI, and never on the command line.
     """
 
-    def __init__(self, *, pipeline_file: str, batch_task: str, **kwargs: Any) -> None:
+    def __init__(
+        self, *, pipeline_file: str, batch_task: str, until_caught_up: str | None = None, **kwargs: Any
+    ) -> None:
         from eos_ingest.spark_session import local_jars
 
         xcom = f"{{{{ ti.xcom_pull(task_ids='{batch_task}') }}}}"
+        # A template rendering to True or False (the ingest DAG's param): the job then runs the
+        # next batches too, in the same Spark session, until caught up.
+        catch_up = ["--until-caught-up", until_caught_up] if until_caught_up else []
         try:
             jars: str | None = ",".join(local_jars())
         except FileNotFoundError:
             jars = None  # resolved again in execute, where a missing jar fails the task clearly
         super().__init__(
             application=str(JOB_SCRIPT),
-            application_args=["--config", pipeline_file, "--batch-id", xcom],
+            application_args=["--config", pipeline_file, "--batch-id", xcom, *catch_up],
             # WARN: Spark's INFO lines would bury the job's own log lines in the task log.
             conf={**DELTA_CONF, "spark.log.level": "WARN"},
             jars=jars,
@@ -94,19 +99,21 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
         from airflow.sdk.log import mask_secret
 
         from eos_ingest import airflow_conn
-        from eos_ingest.cli import open_store
+        from eos_ingest.operations import open_store
         from eos_ingest.spark_session import local_jars
         from eos_ingest.submit import job_conf, spark_submit_env
 
-        batch_id = int(self.application_args[-1])  # type: ignore[index]
+        args = list(self.application_args or [])
+        batch_id = int(args[args.index("--batch-id") + 1])
+        catching_up = "--until-caught-up" in args and args[args.index("--until-caught-up") + 1] == "True"
         with _library_errors():
             config, conn_settings = airflow_conn.config_from_airflow(load_pipeline(self.pipeline_file))
             store = open_store(config)
             batch = store.get_batch(batch_id)
-        if batch.status.value == "committed":
+        if batch.status.value == "committed" and not catching_up:
             self.log.info("batch %s was committed by an earlier attempt: nothing to run", batch_id)
             return
-        if batch.status.value != "planned":
+        if batch.status.value not in ("planned", "committed"):
             raise AirflowFailException(f"batch {batch_id} is {batch.status.value}: {batch.error}")
         master = _spark_master(self._conn_id)
         local = master.startswith("local")
@@ -150,31 +157,60 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
         raise exc  # still planned (exit 75, a crash): a retry re-runs the same ranges
 
 
+def _run_batches(config: PipelineConfig, batch_id: int) -> list[Any]:
+    """The committed batches this DAG run executed: its batch, and with until_caught_up the
+    scheduled batches the job planned after it under the same Airflow run id."""
+    from eos_ingest.operations import open_store
+
+    store = open_store(config)
+    first = store.get_batch(batch_id)
+    if first.kind.value != "scheduled" or first.airflow_run_id is None:
+        return [first]
+    later = store.batches_of_run(config.name, batch_id)[1:]
+    return [first] + [
+        b for b in later if b.airflow_run_id == first.airflow_run_id and b.status.value == "committed"
+    ]
+
+
 def _validate(pipeline_file: str, batch_id: int) -> dict[str, Any]:
-    """Audit the committed rows of the batch with Great Expectations; fail on a failed suite."""
+    """Audit the committed rows of the run's batches with Great Expectations; fail on a failed suite."""
     from eos_ingest.airflow_conn import config_from_airflow
     from eos_ingest.quality import audit_batch
+    from eos_ingest.spark_session import build_session
 
     with _library_errors():
         # The audit counts the committed records with a Kafka consumer: the connection's settings.
         config, _ = config_from_airflow(load_pipeline(pipeline_file))
-        result = audit_batch(config, int(batch_id))
-    shown: dict[str, Any] = json.loads(json.dumps(result, default=str))
+        batches = _run_batches(config, int(batch_id))
+        spark = build_session("eos-ingest audit", master="local[2]") if len(batches) > 1 else None
+        try:
+            results = [audit_batch(config, b.batch_id, spark=spark) for b in batches]
+        finally:
+            if spark is not None:
+                spark.stop()
+    shown: dict[str, Any] = json.loads(json.dumps(results[0], default=str))
+    if len(results) > 1:
+        shown["batches"] = json.loads(json.dumps(results, default=str))
     get_current_context()["ti"].xcom_push(key="audit", value=shown)
-    if not result.get("success"):
+    failed = [r for r in results if not r.get("success")]
+    if failed:
         raise AirflowFailException(
-            f"data quality failed for batch {batch_id}: {shown.get('failed_expectations')}; "
-            f"report: {shown.get('report_path')}"
+            "; ".join(
+                f"data quality failed for batch {r['batch_id']}: {r.get('failed_expectations')}; "
+                f"report: {r.get('report_path')}"
+                for r in failed
+            )
         )
     return shown
 
 
 def _publish(pipeline_file: str, batch_id: int, table: Asset) -> dict[str, Any]:
-    """Log the batch's summary and attach it to the table's Asset event (downstream DAGs see it)."""
-    from eos_ingest.cli import batch_summary, open_store
+    """Log the run's batches and attach them to the table's Asset event (downstream DAGs see it)."""
+    from eos_ingest.operations import batch_summary
 
     with _library_errors():
-        batch = open_store(load_pipeline(pipeline_file)).get_batch(int(batch_id))
+        batches = _run_batches(load_pipeline(pipeline_file), int(batch_id))
+    batch = batches[0]
     if batch.status.value != "committed":
         raise AirflowFailException(f"batch {batch_id} is {batch.status.value}, not committed: {batch.error}")
     summary = {
@@ -184,9 +220,18 @@ def _publish(pipeline_file: str, batch_id: int, table: Asset) -> dict[str, Any]:
         "dq_report_path": batch.dq_report_path,
         "airflow_run_id": batch.airflow_run_id,
     }
-    get_current_context()["outlet_events"][table].extra = {
+    extra = {
         k: summary[k] for k in ("batch_id", "kind", "records_written", "records_quarantined", "delta_version")
     }
+    if len(batches) > 1:  # a catch-up: the totals of the run, and the table's version after its last batch
+        summary["batches"] = [batch_summary(b) for b in batches]
+        extra.update(
+            batch_ids=[b.batch_id for b in batches],
+            records_written=sum(b.records_written or 0 for b in batches),
+            records_quarantined=sum(b.records_quarantined or 0 for b in batches),
+            delta_version=batches[-1].delta_version,
+        )
+    get_current_context()["outlet_events"][table].extra = extra
     log.info("published batch %s: %s", batch_id, json.dumps(summary, default=str))
     return summary
 
@@ -200,7 +245,7 @@ def _doc(config: PipelineConfig, what: str) -> str:
     )
 
 
-def _tail(config: PipelineConfig, batch_task: str, batch_id: Any) -> None:
+def _tail(config: PipelineConfig, batch_task: str, batch_id: Any, until_caught_up: str | None = None) -> None:
     """spark_ingest -> validate -> publish for the batch id returned by `batch_task`."""
     pipeline_file = str(config.source)
     table = Asset(uri=config.output_path.as_uri())
@@ -208,6 +253,7 @@ def _tail(config: PipelineConfig, batch_task: str, batch_id: Any) -> None:
         task_id="spark_ingest",
         pipeline_file=pipeline_file,
         batch_task=batch_task,
+        until_caught_up=until_caught_up,
         conn_id="spark_default",
         retries=2,
         retry_delay=timedelta(minutes=1),
@@ -225,7 +271,7 @@ def ingest_dag(config: PipelineConfig) -> DAG:
     def plan() -> int | None:
         """Plan the next batch (or return the planned one unchanged); None skips the rest."""
         from eos_ingest.airflow_conn import config_from_airflow
-        from eos_ingest.cli import open_store, plan_batch
+        from eos_ingest.operations import open_store, plan_batch
 
         with _library_errors():
             merged, _ = config_from_airflow(load_pipeline(pipeline_file))
@@ -246,9 +292,18 @@ def ingest_dag(config: PipelineConfig) -> DAG:
         default_args=DEFAULT_ARGS,
         tags=["eos-ingest", f"pipeline:{config.name}"],
         doc_md=_doc(config, f"Exactly-once ingest of pipeline **{config.name}**: Kafka -> Delta."),
+        params={
+            "until_caught_up": Param(
+                False,
+                type="boolean",
+                title="Until caught up",
+                description="Run batch after batch in one Spark session until every partition has "
+                "committed up to the last stable offsets of the start; each batch commits on its own.",
+            )
+        },
     ) as dag:
         batch_id = task.short_circuit(task_id="plan", retries=3)(plan)()
-        _tail(config, "plan", batch_id)
+        _tail(config, "plan", batch_id, until_caught_up="{{ params.until_caught_up }}")
     return dag
 
 
@@ -281,7 +336,7 @@ def backfill_dag(config: PipelineConfig) -> DAG:
         """Refuse an invalid request before any work, else record the batch and return its id."""
         from eos_ingest.airflow_conn import config_from_airflow
         from eos_ingest.backfill import PARAM_KEYS, create_backfill, parse_request
-        from eos_ingest.cli import open_store
+        from eos_ingest.operations import open_store
 
         context = get_current_context()
         params = {k: context["params"].get(k) for k in PARAM_KEYS}

@@ -1,6 +1,8 @@
 """eos-ingest: plan | run | status | verify | backfill | abandon, for one pipeline, without Airflow.
 
 eos-ingest run --pipeline demo        plan a batch (or resume the pending one) and execute it
+eos-ingest run --pipeline demo --until-caught-up
+                                      then the next batches, in one Spark session, until caught up
 eos-ingest verify --pipeline demo     compare Kafka's committed records with the Delta tables
 """
 
@@ -24,10 +26,10 @@ from eos_ingest.airflow_conn import (
 from eos_ingest.backfill import add_cli_arguments as add_backfill_arguments
 from eos_ingest.backfill import cmd_backfill
 from eos_ingest.config import PipelineConfig, load_pipeline, load_pipeline_by_name
-from eos_ingest.control_store import Batch, ControlStore
+from eos_ingest.control_store import ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError
 from eos_ingest.kafka_offsets import fetch_partition_offsets, fetch_snapshot
-from eos_ingest.planner import TopicPartition, plan_ranges
+from eos_ingest.operations import batch_summary, open_store, plan_batch
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
 
 log = logging.getLogger(__name__)
@@ -40,64 +42,6 @@ def load_config(args: argparse.Namespace) -> PipelineConfig:
     """The pipeline's config with its Kafka connection (``AIRFLOW_CONN_<ID>``) joined as in Airflow."""
     config = load_pipeline(args.config) if args.config else load_pipeline_by_name(args.pipeline)
     return config_for_cli(config)[0]
-
-
-def open_store(config: PipelineConfig) -> ControlStore:
-    store = ControlStore(config.control_db_url)
-    store.ensure_schema()
-    return store
-
-
-def plan_batch(
-    config: PipelineConfig,
-    store: ControlStore,
-    *,
-    allow_data_loss: bool = False,
-    airflow_run_id: str | None = None,
-) -> tuple[Batch | None, bool]:
-    """Plan the next scheduled batch to the LSOs read now, or return the pending one unchanged.
-
-    Kafka's cluster id and topic ids, read with the offsets, are checked against the recorded ones
-    first (TopicRecreatedError / ClusterMismatchError, exit 2). A pending batch whose ranges Kafka
-    has deleted since raises OffsetsLostError before any Spark work; with allow_data_loss it is
-    abandoned and a new batch planned from the log start."""
-    snapshot = fetch_snapshot(config.kafka_settings, config.topics)
-    offsets = snapshot.offsets
-    note = "data loss accepted by --allow-data-loss" if allow_data_loss else None
-    return store.plan_scheduled(
-        config.name,
-        lambda committed: plan_ranges(
-            committed,
-            offsets,
-            max_records_per_partition=config.max_records_per_partition,
-            start_from=config.start_from,
-            allow_data_loss=allow_data_loss,
-        ),
-        identity=snapshot.identity,
-        airflow_run_id=airflow_run_id,
-        override_note=note,
-        log_starts={TopicPartition(o.topic, o.partition): o.log_start for o in offsets},
-        allow_data_loss=allow_data_loss,
-    )
-
-
-def batch_summary(batch: Batch) -> dict[str, object]:
-    return {
-        "batch_id": batch.batch_id,
-        "kind": str(batch.kind.value),
-        "status": str(batch.status.value),
-        "fence": batch.fence,
-        "records_read": batch.records_read,
-        "records_written": batch.records_written,
-        "records_quarantined": batch.records_quarantined,
-        "delta_version": batch.delta_version,
-        "error": batch.error,
-        "note": batch.override_note,
-        "created_at": batch.created_at.isoformat(),
-        "ranges": [
-            {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in batch.ranges
-        ],
-    }
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -122,12 +66,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     print(f"eos-ingest: {'planned' if created else 'resuming'} batch {batch.batch_id}", file=sys.stderr)
     log.info("batch %s: phase %s", batch.batch_id, "submit")
-    return submit_and_report(config, store, batch.batch_id, args.master)
+    return submit_and_report(config, store, batch.batch_id, args.master, until_caught_up=args.until_caught_up)
 
 
-def submit_and_report(config: PipelineConfig, store: ControlStore, batch_id: int, master: str) -> int:
-    """spark-submit one batch, print its summary as JSON; 0 only when it committed."""
-    argv = spark_submit_argv(config.source, batch_id, master=master)
+def submit_and_report(
+    config: PipelineConfig, store: ControlStore, batch_id: int, master: str, *, until_caught_up: bool = False
+) -> int:
+    """spark-submit one batch, print its summary as JSON; 0 only when it committed.
+
+    With until_caught_up the job goes on with the next batches: the summary then lists every
+    scheduled batch from this one on, and 0 means all of them committed."""
+    argv = spark_submit_argv(config.source, batch_id, master=master, until_caught_up=until_caught_up)
     env = spark_submit_env()
     conn_settings = connection_settings_from_env(config.kafka_conn_id, os.environ)
     if conn_settings:
@@ -135,9 +84,14 @@ def submit_and_report(config: PipelineConfig, store: ControlStore, batch_id: int
         env[KAFKA_SETTINGS_ENV] = encode_settings(conn_settings)
     # The job's own output goes to stderr: stdout carries only the JSON summary below.
     code = subprocess.run(argv, env=env, stdout=sys.stderr, check=False).returncode
-    done = store.get_batch(batch_id)
-    print(json.dumps(batch_summary(done), indent=2))
-    return 0 if code == 0 and done.status.value == "committed" else (code or 1)
+    if not until_caught_up:
+        done = store.get_batch(batch_id)
+        print(json.dumps(batch_summary(done), indent=2))
+        return 0 if code == 0 and done.status.value == "committed" else (code or 1)
+    ran = store.batches_of_run(config.name, batch_id)
+    all_committed = all(b.status.value == "committed" for b in ran)
+    print(json.dumps({"pipeline": config.name, "batches": [batch_summary(b) for b in ran]}, indent=2))
+    return 0 if code == 0 and all_committed else (code or 1)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -273,6 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
         if name == "run":
             p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+            p.add_argument(
+                "--until-caught-up",
+                action="store_true",
+                help="run batch after batch in one Spark session until every partition has "
+                "committed up to the last stable offsets of the start (each batch commits on its own)",
+            )
     command("status", cmd_status, "offsets, lag and recent batches").add_argument(
         "--limit", type=int, default=10
     )

@@ -107,6 +107,15 @@ class ControlStore:
         query = batches.c.pipeline == pipeline
         return self._db.run(lambda conn: q.load(conn, query, limit), write=False)
 
+    def batches_of_run(self, pipeline: str, first_batch_id: int, limit: int = 10_000) -> list[Batch]:
+        """Scheduled batches from `first_batch_id` on, oldest first: what one catch-up run planned."""
+        query = (
+            (batches.c.pipeline == pipeline)
+            & (batches.c.batch_id >= first_batch_id)
+            & (batches.c.kind == BatchKind.SCHEDULED.value)
+        )
+        return self._db.run(lambda conn: q.load(conn, query, limit), write=False)[::-1]
+
     def pending_scheduled_batch(self, pipeline: str) -> Batch | None:
         """The planned scheduled batch of the pipeline, if any (there is at most one)."""
         return self._db.run(lambda conn: q.pending(conn, pipeline), write=False)

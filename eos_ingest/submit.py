@@ -41,20 +41,28 @@ def spark_submit_env(base: dict[str, str] | None = None) -> dict[str, str]:
 
 def job_conf(master: str) -> dict[str, str]:
     """--conf settings of the job; local masters get the local niceties too."""
-    conf = dict(DELTA_CONF)
+    # WARN: Spark's INFO lines (over 1,000 per batch) would bury the job's own phase lines.
+    conf = {**DELTA_CONF, "spark.log.level": "WARN"}
     if master.startswith("local"):
         conf.update(LOCAL_CONF)
     return conf
 
 
-def job_args(config_path: Path, batch_id: int) -> list[str]:
-    return ["--config", str(config_path), "--batch-id", str(batch_id)]
+def job_args(config_path: Path, batch_id: int, until_caught_up: bool = False) -> list[str]:
+    return ["--config", str(config_path), "--batch-id", str(batch_id)] + (
+        ["--until-caught-up"] if until_caught_up else []
+    )
 
 
 def spark_submit_argv(
-    config_path: Path, batch_id: int, master: str = "local[*]", driver_memory: str = "2g"
+    config_path: Path,
+    batch_id: int,
+    master: str = "local[*]",
+    driver_memory: str = "2g",
+    *,
+    until_caught_up: bool = False,
 ) -> list[str]:
-    """The full spark-submit command that runs one batch."""
+    """The full spark-submit command that runs one batch (and, with until_caught_up, the next ones)."""
     argv = [
         spark_submit_binary(),
         "--master",
@@ -66,4 +74,4 @@ def spark_submit_argv(
     ]
     for key, value in job_conf(master).items():
         argv += ["--conf", f"{key}={value}"]
-    return [*argv, str(JOB_SCRIPT), *job_args(config_path, batch_id)]
+    return [*argv, str(JOB_SCRIPT), *job_args(config_path, batch_id, until_caught_up)]

@@ -55,6 +55,7 @@ class Job:
         self.phase = first_phase
         self.phases: list[str] = [first_phase]
         self.batch_id: int | None = None
+        self.committed_ids: list[int] = []  # batches the job committed (a catch-up commits several)
         self.conflict_lines = 0
         self.killed_in: str | None = None
         self.started = time.monotonic()
@@ -102,6 +103,7 @@ class Job:
                             self.phase = match.group(2)
                         else:
                             self.phase = "committed"
+                            self.committed_ids.append(int(committed.group(1)))
                         self.phases.append(self.phase)
                         self._phase_seen.notify_all()
         with self._phase_seen:

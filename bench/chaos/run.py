@@ -312,9 +312,9 @@ class ChaosRun:
         self.tally.note(f"partitions of {self.topic}: {self.cfg.partitions} -> {total}")
 
     def ingest_loop(self) -> None:
-        """`eos-ingest run` again and again; at spread moments a zombie pair instead. The first run
-        and every run after a killed one are not killed, so batches commit and backfills find
-        committed ranges."""
+        """`eos-ingest run --until-caught-up` again and again; at spread moments a zombie pair
+        instead. The first run, and a run after a killed one that committed nothing, are not
+        killed, so batches commit and backfills find committed ranges."""
         zombie_times = spread(self.cfg.zombies, self.cfg.chaos_seconds, offset=0.3)
         tries = 0
         may_kill = False
@@ -325,9 +325,9 @@ class ChaosRun:
                     zombie_times.pop(0)
                     tries = 0
                 continue
-            argv = self.cli("run", "--master", self.cfg.master)
+            argv = self.cli("run", "--master", self.cfg.master, "--until-caught-up")
             job = self.run_with_chaos("run", argv, "start", may_kill=may_kill)
-            may_kill = job.killed_in is None
+            may_kill = job.killed_in is None or bool(job.committed_ids)
             self.after_run(job)
             if job.killed_in is None and job.proc.returncode == 0 and '"batch": null' in job.stdout:
                 self.stop.wait(1.0)  # nothing new: do not spin
@@ -337,12 +337,14 @@ class ChaosRun:
     def after_run(self, job: Job) -> None:
         with self.tally.lock:
             self.tally.runs += 1
-        if job.killed_in is None and job.proc.returncode == 0 and job.batch_id is not None:
-            with self.tally.lock:
-                self.tally.batches_committed.add(job.batch_id)
+        # A catch-up commits batch after batch: those before a kill count, and are audited.
+        with self.tally.lock:
+            self.tally.batches_committed.update(job.committed_ids)
+            if job.killed_in is None and job.proc.returncode == 0 and job.committed_ids:
                 self.tally.job_seconds.append(time.monotonic() - job.started)
-            self.audit_queue.put(job.batch_id)
-        elif job.killed_in is None and job.proc.returncode != 0 and not self.stop.is_set():
+        for batch_id in job.committed_ids:
+            self.audit_queue.put(batch_id)
+        if job.killed_in is None and job.proc.returncode != 0 and not self.stop.is_set():
             self.tally.note(f"{job.kind} exited {job.proc.returncode}: {job.tail(300)!r}")
 
     def zombie(self) -> bool:
@@ -560,7 +562,8 @@ class ChaosRun:
         self.procs.postgres_up()
         runs = 0
         while time.monotonic() < self.deadline:
-            job = self.procs.start("final-run", self.cli("run", "--master", self.cfg.master), "plan")
+            argv = self.cli("run", "--master", self.cfg.master, "--until-caught-up")
+            job = self.procs.start("final-run", argv, "plan")
             code = self.finish(job, max(60.0, min(self.cfg.job_timeout_s, self.deadline - time.monotonic())))
             runs += 1
             if code == 0 and '"batch": null' in job.stdout:
@@ -571,10 +574,9 @@ class ChaosRun:
                 self.tally.note(f"final run: transactions still open on partitions {open_partitions}")
                 time.sleep(5)
                 continue
-            if code == 0 and job.batch_id is not None:
-                with self.tally.lock:
-                    self.tally.batches_committed.add(job.batch_id)
-            elif code != 0:
+            with self.tally.lock:
+                self.tally.batches_committed.update(job.committed_ids)
+            if code != 0:
                 self.tally.note(f"final run exited {code}: {job.tail(500)!r}")
                 time.sleep(2)
         raise TimeoutError("chaos: the final ingest did not catch up before --max-minutes")

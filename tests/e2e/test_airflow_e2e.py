@@ -100,6 +100,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str) -> Ite
         # No kafka: section, and its built-in default points where nothing listens (EOS_KAFKA_BOOTSTRAP
         # below): every step must take the cluster from the connection.
         "kafka_conn_id": "kafka_default",
+        # About 33 offsets per partition: the first run, with until_caught_up, takes 3 batches.
+        "max_records_per_partition": 15,
         "value": {"format": "json", "schema": "id BIGINT, name STRING, amount DOUBLE"},
         "output": {"path": str(root / "tables" / "e2e")},
         "control_db_url": f"sqlite:///{root / 'control.db'}",
@@ -166,27 +168,33 @@ def test_ingest_then_backfill_through_the_rest_api(stack: Stack, spark) -> None:
     api.wait_for_dag("eos_backfill__e2e")
     store = ControlStore(config.control_db_url)
 
-    run_id = api.run("eos_ingest__e2e")
+    # The backlog in one DAG run: batch after batch in one spark_ingest task, each audited.
+    run_id = api.run("eos_ingest__e2e", {"until_caught_up": True})
     assert set(finished(stack, "eos_ingest__e2e", run_id).values()) == {"success"}
-    (batch,) = [b for b in store.list_batches("e2e") if b.airflow_run_id == run_id]
-    assert (batch.kind.value, batch.status.value, batch.dq_success) == ("scheduled", "committed", True)
-    assert (batch.records_written, batch.records_quarantined) == (60, len(BAD_VALUES))
+    ran = sorted(
+        (b for b in store.list_batches("e2e") if b.airflow_run_id == run_id), key=lambda b: b.batch_id
+    )
+    assert len(ran) >= 2, ran
+    assert {(b.kind.value, b.status.value, b.dq_success) for b in ran} == {("scheduled", "committed", True)}
+    assert sum(b.records_written or 0 for b in ran) == 60
+    assert sum(b.records_quarantined or 0 for b in ran) == len(BAD_VALUES)
     stable = {
         (o.topic, o.partition): o.last_stable for o in fetch_partition_offsets(config.kafka, [stack.topic])
     }
     committed = store.committed_offsets("e2e")
     assert {(tp.topic, tp.partition): o for tp, o in committed.items()} == stable
-    assert api.xcom("eos_ingest__e2e", run_id, "validate")["success"] is True
+    audit = api.xcom("eos_ingest__e2e", run_id, "validate")
+    assert audit["success"] is True and [a["batch_id"] for a in audit["batches"]] == [b.batch_id for b in ran]
     events = api.get("/assets/events", limit=50)["asset_events"]
-    assert any(e["uri"] == config.output_path.as_uri() and e["extra"].get("batch_id") == batch.batch_id
-               for e in events), events  # fmt: skip
+    assert any(e["uri"] == config.output_path.as_uri() and e["extra"].get("batch_ids") == [b.batch_id for b in ran]
+               and e["extra"].get("records_written") == 60 for e in events), events  # fmt: skip
 
     # Nothing new: the plan short-circuits, no Spark work, and the run stays green.
     idle = api.run("eos_ingest__e2e")
     assert finished(stack, "eos_ingest__e2e", idle) == {
         "plan": "success", "spark_ingest": "skipped", "validate": "skipped", "publish": "skipped",
     }  # fmt: skip
-    assert len(store.list_batches("e2e")) == 1
+    assert len(store.list_batches("e2e")) == len(ran)
 
     end = min(committed.values())
     conf = {

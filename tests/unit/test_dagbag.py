@@ -72,7 +72,10 @@ def test_the_ingest_dag_runs_one_at_a_time_on_the_pipeline_schedule(bag: Any) ->
         assert spark.application == str(paths.REPO_ROOT / "spark" / "ingest_batch.py")
         assert spark.application_args == [
             "--config", str(config.source), "--batch-id", "{{ ti.xcom_pull(task_ids='plan') }}",
+            "--until-caught-up", "{{ params.until_caught_up }}",
         ]  # fmt: skip
+        # One batch per run unless the trigger asks for the backlog (one Spark session, batch by batch).
+        assert dag.params["until_caught_up"] is False
         assert spark.conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
         assert "delta-spark" in spark.jars and "spark-sql-kafka" in spark.jars
         assert spark.retries >= 1
