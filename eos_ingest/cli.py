@@ -27,7 +27,7 @@ from eos_ingest.backfill import add_cli_arguments as add_backfill_arguments
 from eos_ingest.backfill import cmd_backfill
 from eos_ingest.config import PipelineConfig, load_pipeline, load_pipeline_by_name
 from eos_ingest.control_store import ControlStore
-from eos_ingest.errors import ConfigError, EosIngestError
+from eos_ingest.errors import ConfigError, EosIngestError, exit_code
 from eos_ingest.kafka_offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.operations import batch_summary, open_store, plan_batch
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
@@ -262,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except EosIngestError as exc:
         print(f"eos-ingest: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 75 if exc.retriable else 2
+        return exit_code(exc)
 
 
 if __name__ == "__main__":

@@ -94,3 +94,19 @@ class BackfillRangeError(EosIngestError):
 
 class ControlSchemaError(EosIngestError):
     """The control database holds a schema this eos-ingest cannot use (written by a newer version)."""
+
+
+# Exit codes of the CLI and of the Spark job alike (README, "Running a pipeline by hand").
+EXIT_FAILED, EXIT_NEEDS_A_PERSON, EXIT_FENCED, EXIT_RETRIABLE = 1, 2, 3, 75
+
+
+def exit_code(exc: EosIngestError) -> int:
+    """75: run again; 3: fenced; 1: the batch failed on its data (gate, read, write); 2: anything
+    else needs a person first (bad config, lost offsets, a recreated topic, a refused request)."""
+    if exc.retriable:
+        return EXIT_RETRIABLE
+    if isinstance(exc, FencedError):
+        return EXIT_FENCED
+    if isinstance(exc, QualityGateError | ReadError | WriteError):
+        return EXIT_FAILED
+    return EXIT_NEEDS_A_PERSON

@@ -2,9 +2,11 @@
 
     spark-submit ... spark/ingest_batch.py --config pipelines/demo.yaml --batch-id 7 [--until-caught-up]
 
-Exit codes: 0 committed; 3 fenced (a newer attempt owns the batch; nothing committed);
-75 retriable (Kafka or the control DB did not answer, a Delta write conflict outlasted the retries,
-or a partial write; the batch stays planned); 1 failed.
+Exit codes (eos_ingest.errors.exit_code, the CLI's too): 0 committed; 3 fenced (a newer attempt
+owns the batch; nothing committed); 75 retriable (Kafka or the control DB did not answer, a Delta
+write conflict outlasted the retries, or a partial write; the batch stays planned); 1 the batch
+failed on its data (quality gate, read, write); 2 needs a person (bad config, lost offsets, a
+recreated topic, another pipeline's batch).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eos_ingest.errors import EosIngestError, FencedError
+from eos_ingest.errors import EosIngestError, FencedError, exit_code
 from eos_ingest.job import run_job
 
 
@@ -39,10 +41,10 @@ def main() -> int:
         run_job(args.config, args.batch_id, until_caught_up=args.until_caught_up.lower() == "true")
     except FencedError as exc:
         print(f"eos-ingest: fenced: {exc}", file=sys.stderr)
-        return 3
+        return exit_code(exc)
     except EosIngestError as exc:
         print(f"eos-ingest: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 75 if exc.retriable else 1
+        return exit_code(exc)
     return 0
 
 

@@ -373,7 +373,7 @@ class ChaosRun:
             outcome = "BOTH COMMITTED"
         elif 3 in codes:
             outcome = "fenced"
-        elif 1 in codes and "not planned" in logs:
+        elif 2 in codes and "not planned" in logs:
             outcome = "skipped"  # it took its fence after another attempt had committed
         elif codes == [0, 1] and "Concurrent" in logs:
             outcome = "lost a Delta conflict"  # its replace lost to the other's: nothing committed

@@ -45,13 +45,13 @@ def test_job_refuses_another_pipelines_batch_before_taking_its_fence(
     with pytest.raises(BatchStateError) as refused:
         run_job(beta.source, batch.batch_id)
     assert_refused(str(refused.value), batch.batch_id)
-    # The entrypoint spark-submit runs: exit 1, the refusal on stderr.
+    # The entrypoint spark-submit runs: exit 2 (needs a person), the refusal on stderr.
     entry = subprocess.run(
         [sys.executable, str(paths.REPO_ROOT / "spark" / "ingest_batch.py"), "--config", str(beta.source),
          "--batch-id", str(batch.batch_id)],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
-    assert entry.returncode == 1, entry.stderr
+    assert entry.returncode == 2, entry.stderr
     assert_refused(entry.stderr, batch.batch_id)
 
     unchanged = store.get_batch(batch.batch_id)
