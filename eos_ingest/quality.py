@@ -21,6 +21,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,8 +31,15 @@ from eos_ingest import paths
 from eos_ingest.config import PipelineConfig, load_pipeline
 from eos_ingest.control_store import Batch, BatchStatus, ControlStore
 from eos_ingest.errors import BatchStateError, EosIngestError, QualityGateError
-from eos_ingest.quality_suite import EXPECTED_ROWS, build_suite, quiet_gx, summarize, with_range_column
-from eos_ingest.verify import merge_ranges, read_committed_identities
+from eos_ingest.quality_suite import (
+    EXPECTED_ROWS,
+    build_suite,
+    quiet_gx,
+    summarize,
+    validated_columns,
+    with_range_column,
+)
+from eos_ingest.verify import merge_ranges, read_committed_counts
 from eos_ingest.writer import ranges_predicate
 
 if TYPE_CHECKING:
@@ -39,7 +47,7 @@ if TYPE_CHECKING:
     from great_expectations.data_context import AbstractDataContext
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["audit_batch", "data_docs_index", "gate", "gx_root"]
+__all__ = ["audit_batch", "data_docs_index", "gate", "gx_root", "start_recount"]
 
 log = logging.getLogger(__name__)
 
@@ -149,9 +157,34 @@ def committed_record_count(config: PipelineConfig, batch: Batch) -> int:
     """Records Kafka holds in the batch's ranges, counted by a plain read_committed consumer.
 
     Independent of the Spark read on purpose, and not end - start: transaction markers and
-    aborted records leave gaps in the offsets.
+    aborted records leave gaps in the offsets. Counts per partition: memory does not grow with
+    the records.
     """
-    return len(read_committed_identities(config.kafka_settings, merge_ranges(batch.ranges)))
+    return sum(read_committed_counts(config.kafka_settings, merge_ranges(batch.ranges)).values())
+
+
+_recounts: ThreadPoolExecutor | None = None
+
+
+def start_recount(config: PipelineConfig, batch: Batch) -> Future[int]:
+    """committed_record_count in a background thread; hand the future to gate().
+
+    Start it before the Spark read so the two reads of Kafka overlap: the consumer releases the
+    GIL while it waits for and fetches messages, and it shares nothing with Spark's read.
+    """
+    global _recounts
+    if _recounts is None:
+        _recounts = ThreadPoolExecutor(max_workers=2, thread_name_prefix="eos-recount")
+    return _recounts.submit(committed_record_count, config, batch)
+
+
+def _cached_frame(config: PipelineConfig, rows: DataFrame, batch: Batch) -> DataFrame:
+    """`rows` narrowed to the columns the suite reads, plus the range column, cached: GX runs
+    several Spark jobs over the frame, which then read a few columns from memory, not the source."""
+    from pyspark import StorageLevel
+
+    narrow = rows.select(*validated_columns(config, rows.columns))
+    return with_range_column(narrow, batch.ranges).persist(StorageLevel.MEMORY_AND_DISK)
 
 
 def _report(
@@ -181,7 +214,12 @@ def _report(
 
 
 def gate(
-    spark: SparkSession, config: PipelineConfig, batch: Batch, output_rows: DataFrame, quarantined: int
+    spark: SparkSession,
+    config: PipelineConfig,
+    batch: Batch,
+    output_rows: DataFrame,
+    quarantined: int,
+    recount: Future[int] | None = None,
 ) -> dict[str, Any]:
     """Step 5: validate the batch's output rows before anything is written or committed.
 
@@ -189,12 +227,20 @@ def gate(
     equal the read_committed count of the batch's ranges. Returns the report (also logged, and
     stored as a GX validation result with a Data Docs page); raises QualityGateError naming the
     failed critical expectations, and then records the report on the batch row.
+
+    `recount` is start_recount(config, batch), started before the Spark read; without it the
+    count is made here, after the Spark work.
     """
     del spark  # the frame carries its session; the parameter keeps gate and audit alike
     started = time.monotonic()
-    expected = committed_record_count(config, batch)
-    frame = with_range_column(output_rows, batch.ranges)
-    result, result_id, report_path = _validate(config, batch.batch_id, "gate", frame, expected - quarantined)
+    expected = committed_record_count(config, batch) if recount is None else recount.result()
+    frame = _cached_frame(config, output_rows, batch)
+    try:
+        result, result_id, report_path = _validate(
+            config, batch.batch_id, "gate", frame, expected - quarantined
+        )
+    finally:
+        frame.unpersist()
     counts = {"read_committed_records": expected, "quarantined_rows": quarantined}
     report = _report(
         config, batch.batch_id, "gate", result, result_id, report_path, counts, time.monotonic() - started
@@ -290,7 +336,7 @@ def audit_batch(config: PipelineConfig, batch_id: int, spark: SparkSession | Non
         quarantine = _committed_rows(spark, config.quarantine_path, batch)
         quarantined = 0 if quarantine is None else quarantine.count()
         expected = committed_record_count(config, batch)
-        frame = with_range_column(rows, batch.ranges).cache()  # GX scans it once per metric
+        frame = _cached_frame(config, rows, batch)
         try:
             output_rows = frame.count()
             result, result_id, report_path = _validate(
