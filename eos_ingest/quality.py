@@ -34,6 +34,7 @@ from eos_ingest.errors import BatchStateError, EosIngestError, QualityGateError
 from eos_ingest.quality_suite import (
     EXPECTED_ROWS,
     build_suite,
+    default_suite_doc,
     quiet_gx,
     summarize,
     validated_columns,
@@ -166,31 +167,55 @@ def committed_record_count(config: PipelineConfig, batch: Batch) -> int:
 _background: ThreadPoolExecutor | None = None
 
 
-def start_recount(config: PipelineConfig, batch: Batch) -> Future[int]:
+def start_recount(config: PipelineConfig, batch: Batch, spark: SparkSession | None = None) -> Future[int]:
     """committed_record_count in a background thread; hand the future to gate().
 
     Call it before the Spark read so the recount overlaps it: the consumer releases the GIL while
-    it waits for and fetches messages, and it shares nothing with Spark's read. It also starts
-    warming GX (import, context, the pipeline's suite: ~6 s once per process) in another thread,
-    so the gate does not pay for it.
+    it waits for and fetches messages, and it shares nothing with Spark's read. It also warms GX
+    up in another thread (warm_up), so the gate does not pay for GX's import and first run.
     """
     global _background
     if _background is None:
         _background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="eos-gate")
-    _background.submit(warm_up, config)
+    _background.submit(warm_up, config, batch, spark)
     return _background.submit(committed_record_count, config, batch)
 
 
-def warm_up(config: PipelineConfig) -> None:
-    """Import GX, open the cached context and build the pipeline's suite; errors are left for the
-    gate to raise (it builds the suite again)."""
+def warm_up(config: PipelineConfig, batch: Batch | None = None, spark: SparkSession | None = None) -> bool:
+    """Import GX, open the cached context, build the pipeline's suite and, given a session and a
+    batch, validate the default suite on a one-row frame of the batch's first range (nothing is
+    stored): GX's imports and the JVM's first compilation of its queries cost ~15 s once per
+    process. Never raises (the gate repeats each step and reports its errors): False if a step failed."""
     try:
         build_suite(config)
         root = gx_root()
         with _gx_lock(root), quiet_gx():
-            _context(root)
+            context = _context(root)
+            first = next((r for r in batch.ranges if r.end > r.start), None) if batch else None
+            if spark is None or first is None:
+                return True
+            import great_expectations as gx
+            from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
+            from great_expectations.validator.v1_validator import Validator
+
+            schema = "kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT"
+            one_row = spark.createDataFrame([(first.topic, first.partition, first.start)], schema)
+            doc = default_suite_doc()
+            suite = gx.ExpectationSuite(
+                name=f"{config.name}.warm_up",
+                expectations=[ExpectationConfiguration(**e).to_domain_obj() for e in doc["expectations"]],
+            )
+            data = (
+                context.data_sources.get(DATASOURCE).get_asset(ASSET).get_batch_definition(BATCH_DEFINITION)
+            )
+            frame = with_range_column(one_row, [first])
+            Validator(data, RESULT_FORMAT, {"dataframe": frame}).validate_expectation_suite(
+                suite, expectation_parameters={EXPECTED_ROWS: 1}
+            )
+            return True
     except Exception:  # the gate repeats each step and reports its error
         log.debug("GX warm-up failed; the gate will report the error", exc_info=True)
+        return False
 
 
 def _cached_frame(config: PipelineConfig, rows: DataFrame, batch: Batch) -> DataFrame:

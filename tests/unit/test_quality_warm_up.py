@@ -21,7 +21,7 @@ def test_warm_up_opens_the_gx_context_the_gate_then_reuses(tmp_path: Path) -> No
     config = pipeline(tmp_path, [])
     assert quality.gx_root() not in quality._contexts
 
-    quality.warm_up(config)
+    assert quality.warm_up(config) is True
 
     assert quality.gx_root() in quality._contexts
     assert (quality.gx_root() / "great_expectations.yml").is_file()
@@ -30,4 +30,6 @@ def test_warm_up_opens_the_gx_context_the_gate_then_reuses(tmp_path: Path) -> No
 def test_warm_up_leaves_a_bad_expectation_for_the_gate_to_report(tmp_path: Path) -> None:
     config = pipeline(tmp_path, [{"type": "expect_column_values_to_not_be_nul", "column": "id"}])
 
-    quality.warm_up(config)  # no raise: the gate builds the suite again and raises ConfigError
+    assert (
+        quality.warm_up(config) is False
+    )  # no raise: the gate builds the suite again and raises ConfigError
