@@ -368,6 +368,7 @@ def audit_batch(config: PipelineConfig, batch_id: int, spark: SparkSession | Non
         own_session = SparkSession.getActiveSession() is None
         spark = build_session("eos-ingest audit", master="local[2]")
     try:
+        recount = start_recount(config, batch, spark)  # overlaps the Delta reads below
         rows = _committed_rows(spark, config.output_path, batch)
         if rows is None:
             raise BatchStateError(
@@ -375,7 +376,7 @@ def audit_batch(config: PipelineConfig, batch_id: int, spark: SparkSession | Non
             )
         quarantine = _committed_rows(spark, config.quarantine_path, batch)
         quarantined = 0 if quarantine is None else quarantine.count()
-        expected = committed_record_count(config, batch)
+        expected = recount.result()
         frame = _cached_frame(config, rows, batch)
         try:
             output_rows = frame.count()
