@@ -21,6 +21,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,8 +31,16 @@ from eos_ingest import paths
 from eos_ingest.config import PipelineConfig, load_pipeline
 from eos_ingest.control_store import Batch, BatchStatus, ControlStore
 from eos_ingest.errors import BatchStateError, EosIngestError, QualityGateError
-from eos_ingest.quality_suite import EXPECTED_ROWS, build_suite, quiet_gx, summarize, with_range_column
-from eos_ingest.verify import merge_ranges, read_committed_identities
+from eos_ingest.quality_suite import (
+    EXPECTED_ROWS,
+    build_suite,
+    default_suite_doc,
+    quiet_gx,
+    summarize,
+    validated_columns,
+    with_range_column,
+)
+from eos_ingest.verify import merge_ranges, read_committed_counts
 from eos_ingest.writer import ranges_predicate
 
 if TYPE_CHECKING:
@@ -39,7 +48,7 @@ if TYPE_CHECKING:
     from great_expectations.data_context import AbstractDataContext
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["audit_batch", "data_docs_index", "gate", "gx_root"]
+__all__ = ["audit_batch", "data_docs_index", "gate", "gx_root", "start_recount", "warm_up"]
 
 log = logging.getLogger(__name__)
 
@@ -149,9 +158,73 @@ def committed_record_count(config: PipelineConfig, batch: Batch) -> int:
     """Records Kafka holds in the batch's ranges, counted by a plain read_committed consumer.
 
     Independent of the Spark read on purpose, and not end - start: transaction markers and
-    aborted records leave gaps in the offsets.
+    aborted records leave gaps in the offsets. Counts per partition: memory does not grow with
+    the records.
     """
-    return len(read_committed_identities(config.kafka_settings, merge_ranges(batch.ranges)))
+    return sum(read_committed_counts(config.kafka_settings, merge_ranges(batch.ranges)).values())
+
+
+_background: ThreadPoolExecutor | None = None
+
+
+def start_recount(config: PipelineConfig, batch: Batch, spark: SparkSession | None = None) -> Future[int]:
+    """committed_record_count in a background thread; hand the future to gate().
+
+    Call it before the Spark read so the recount overlaps it: the consumer releases the GIL while
+    it waits for and fetches messages, and it shares nothing with Spark's read. It also warms GX
+    up in another thread (warm_up), so the gate does not pay for GX's import and first run.
+    """
+    global _background
+    if _background is None:
+        _background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="eos-gate")
+    _background.submit(warm_up, config, batch, spark)
+    return _background.submit(committed_record_count, config, batch)
+
+
+def warm_up(config: PipelineConfig, batch: Batch | None = None, spark: SparkSession | None = None) -> bool:
+    """Import GX, open the cached context, build the pipeline's suite and, given a session and a
+    batch, validate the default suite on a one-row frame of the batch's first range (nothing is
+    stored): GX's imports and the JVM's first compilation of its queries cost ~15 s once per
+    process. Never raises (the gate repeats each step and reports its errors): False if a step failed."""
+    try:
+        build_suite(config)
+        root = gx_root()
+        with _gx_lock(root), quiet_gx():
+            context = _context(root)
+            first = next((r for r in batch.ranges if r.end > r.start), None) if batch else None
+            if spark is None or first is None:
+                return True
+            import great_expectations as gx
+            from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
+            from great_expectations.validator.v1_validator import Validator
+
+            schema = "kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT"
+            one_row = spark.createDataFrame([(first.topic, first.partition, first.start)], schema)
+            doc = default_suite_doc()
+            suite = gx.ExpectationSuite(
+                name=f"{config.name}.warm_up",
+                expectations=[ExpectationConfiguration(**e).to_domain_obj() for e in doc["expectations"]],
+            )
+            data = (
+                context.data_sources.get(DATASOURCE).get_asset(ASSET).get_batch_definition(BATCH_DEFINITION)
+            )
+            frame = with_range_column(one_row, [first])
+            Validator(data, RESULT_FORMAT, {"dataframe": frame}).validate_expectation_suite(
+                suite, expectation_parameters={EXPECTED_ROWS: 1}
+            )
+            return True
+    except Exception:  # the gate repeats each step and reports its error
+        log.debug("GX warm-up failed; the gate will report the error", exc_info=True)
+        return False
+
+
+def _cached_frame(config: PipelineConfig, rows: DataFrame, batch: Batch) -> DataFrame:
+    """`rows` narrowed to the columns the suite reads, plus the range column, cached: GX runs
+    several Spark jobs over the frame, which then read a few columns from memory, not the source."""
+    from pyspark import StorageLevel
+
+    narrow = rows.select(*validated_columns(config, rows.columns))
+    return with_range_column(narrow, batch.ranges).persist(StorageLevel.MEMORY_AND_DISK)
 
 
 def _report(
@@ -181,7 +254,12 @@ def _report(
 
 
 def gate(
-    spark: SparkSession, config: PipelineConfig, batch: Batch, output_rows: DataFrame, quarantined: int
+    spark: SparkSession,
+    config: PipelineConfig,
+    batch: Batch,
+    output_rows: DataFrame,
+    quarantined: int,
+    recount: Future[int] | None = None,
 ) -> dict[str, Any]:
     """Step 5: validate the batch's output rows before anything is written or committed.
 
@@ -189,12 +267,20 @@ def gate(
     equal the read_committed count of the batch's ranges. Returns the report (also logged, and
     stored as a GX validation result with a Data Docs page); raises QualityGateError naming the
     failed critical expectations, and then records the report on the batch row.
+
+    `recount` is start_recount(config, batch), started before the Spark read; without it the
+    count is made here, after the Spark work.
     """
     del spark  # the frame carries its session; the parameter keeps gate and audit alike
     started = time.monotonic()
-    expected = committed_record_count(config, batch)
-    frame = with_range_column(output_rows, batch.ranges)
-    result, result_id, report_path = _validate(config, batch.batch_id, "gate", frame, expected - quarantined)
+    expected = committed_record_count(config, batch) if recount is None else recount.result()
+    frame = _cached_frame(config, output_rows, batch)
+    try:
+        result, result_id, report_path = _validate(
+            config, batch.batch_id, "gate", frame, expected - quarantined
+        )
+    finally:
+        frame.unpersist()
     counts = {"read_committed_records": expected, "quarantined_rows": quarantined}
     report = _report(
         config, batch.batch_id, "gate", result, result_id, report_path, counts, time.monotonic() - started
@@ -282,6 +368,7 @@ def audit_batch(config: PipelineConfig, batch_id: int, spark: SparkSession | Non
         own_session = SparkSession.getActiveSession() is None
         spark = build_session("eos-ingest audit", master="local[2]")
     try:
+        recount = start_recount(config, batch, spark)  # overlaps the Delta reads below
         rows = _committed_rows(spark, config.output_path, batch)
         if rows is None:
             raise BatchStateError(
@@ -289,8 +376,8 @@ def audit_batch(config: PipelineConfig, batch_id: int, spark: SparkSession | Non
             )
         quarantine = _committed_rows(spark, config.quarantine_path, batch)
         quarantined = 0 if quarantine is None else quarantine.count()
-        expected = committed_record_count(config, batch)
-        frame = with_range_column(rows, batch.ranges).cache()  # GX scans it once per metric
+        expected = recount.result()
+        frame = _cached_frame(config, rows, batch)
         try:
             output_rows = frame.count()
             result, result_id, report_path = _validate(

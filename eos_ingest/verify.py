@@ -7,9 +7,10 @@ quarantine) must hold each of those identities exactly once and nothing else.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
@@ -61,13 +62,8 @@ def merge_ranges(ranges: Iterable[PlannedRange]) -> dict[tuple[str, int], list[t
     return by_tp
 
 
-def read_committed_identities(
-    kafka_settings: Mapping[str, str],
-    spans: Mapping[tuple[str, int], Sequence[tuple[int, int]]],
-    timeout_s: float = 30.0,
-) -> set[Identity]:
-    """Identities of the committed records inside `spans`, read with a read_committed consumer."""
-    consumer = Consumer(
+def _read_committed_consumer(kafka_settings: Mapping[str, str]) -> Consumer:
+    return Consumer(
         {
             **kafka_settings,
             "group.id": f"eos-ingest-verify-{uuid.uuid4().hex}",
@@ -77,41 +73,92 @@ def read_committed_identities(
             "auto.offset.reset": "error",
         }
     )
+
+
+def read_committed_identities(
+    kafka_settings: Mapping[str, str],
+    spans: Mapping[tuple[str, int], Sequence[tuple[int, int]]],
+    timeout_s: float = 30.0,
+) -> set[Identity]:
+    """Identities of the committed records inside `spans`, read with a read_committed consumer."""
+    consumer = _read_committed_consumer(kafka_settings)
     found: set[Identity] = set()
     try:
         for (topic, partition), intervals in spans.items():
             for start, end in intervals:
-                found.update(_read_interval(consumer, topic, partition, start, end, timeout_s))
+                for offsets in _interval_offsets(consumer, topic, partition, start, end, timeout_s):
+                    found.update((topic, partition, o) for o in offsets)
     finally:
         consumer.close()
     return found
 
 
-def _read_interval(
-    consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout_s: float
-) -> set[Identity]:
-    consumer.assign([TopicPartition(topic, partition, start)])
-    out: set[Identity] = set()
-    while True:
-        msg = consumer.poll(timeout_s)
-        if msg is None:
-            raise TimeoutError(
-                f"verify: no answer within {timeout_s}s reading {topic}[{partition}] [{start}, {end})"
+def read_committed_counts(
+    kafka_settings: Mapping[str, str],
+    spans: Mapping[tuple[str, int], Sequence[tuple[int, int]]],
+    timeout_s: float = 30.0,
+) -> dict[tuple[str, int], int]:
+    """Per partition, how many committed records `spans` hold, read with a read_committed consumer.
+
+    Counts, never collects: memory is O(partitions) whatever the number of records. Not
+    end - start: transaction markers and aborted records leave gaps in the offsets.
+    """
+    consumer = _read_committed_consumer(kafka_settings)
+    counts: dict[tuple[str, int], int] = {}
+    try:
+        for (topic, partition), intervals in spans.items():
+            counts[(topic, partition)] = sum(
+                len(offsets)
+                for start, end in intervals
+                for offsets in _interval_offsets(consumer, topic, partition, start, end, timeout_s)
             )
-        error = msg.error()
-        if error is not None:
-            if error.code() == KafkaError._PARTITION_EOF:
-                # End of the committed log: the interval is below the LSO, so we are done with it.
-                break
-            raise RuntimeError(f"verify: reading {topic}[{partition}] at {start}: {error}")
-        offset = int(msg.offset() or 0)
-        if offset >= end:
-            break
-        out.add((topic, partition, offset))
-        if offset + 1 >= end:
-            break
-    consumer.unassign()
-    return out
+    finally:
+        consumer.close()
+    return counts
+
+
+# consume() blocks until it has this many messages or _POLL_S passed: short, so the end of an
+# interval at the end of the log costs no more than _POLL_S (the EOF event ends it).
+_CONSUME_BATCH = 10_000
+_POLL_S = 0.2
+
+
+def _interval_offsets(
+    consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout_s: float
+) -> Iterator[list[int]]:
+    """Offsets of the committed records in [start, end) of one partition, a consume() batch at a time."""
+    consumer.assign([TopicPartition(topic, partition, start)])
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            messages = consumer.consume(_CONSUME_BATCH, _POLL_S)
+            if not messages:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"verify: no answer within {timeout_s}s reading {topic}[{partition}] [{start}, {end})"
+                    )
+                continue
+            deadline = time.monotonic() + timeout_s
+            offsets: list[int] = []
+            for msg in messages:
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        # End of the committed log: the interval is below the LSO, so it is done.
+                        yield offsets
+                        return
+                    raise RuntimeError(f"verify: reading {topic}[{partition}] at {start}: {error}")
+                offset = int(msg.offset() or 0)
+                if offset >= end:
+                    yield offsets
+                    return
+                offsets.append(offset)
+                if offset + 1 >= end:
+                    yield offsets
+                    return
+            yield offsets
+    finally:
+        consumer.unassign()
 
 
 def output_identities(

@@ -7,6 +7,7 @@ on both backends); the ones that store results on the batch row run on both.
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.control_store import BatchStatus
 from eos_ingest.errors import QualityGateError
 from eos_ingest.job import run_job
-from eos_ingest.verify import merge_ranges, read_committed_identities
+from eos_ingest.verify import merge_ranges, read_committed_counts, read_committed_identities
 from tests.fixtures.pipelines import ingest_once
 from tests.kafka_helpers import TxProducer
 
@@ -166,6 +167,51 @@ def test_gate_passes_the_true_rows_and_rejects_a_row_outside_the_planned_ranges(
     assert IN_RANGES in message and UNIQUE not in message and COUNT not in message, message
     end = next(r.end for r in batch.ranges if r.partition == 1)
     assert f"{topic}[1] offset 9999 outside planned [0, {end})" in message
+
+
+@sqlite_only
+def test_the_recount_counts_committed_records_per_partition_skipping_aborted_ones_and_markers(
+    kafka_bootstrap, make_topic, make_pipeline, control_db_url
+) -> None:
+    topic = make_topic(partitions=2)
+    producer = TxProducer(kafka_bootstrap)
+    producer.transaction(topic, rows(0, 6), commit=True, partition=0)
+    producer.transaction(topic, rows(100, 4), commit=False, partition=0)
+    producer.transaction(topic, rows(6, 3), commit=True, partition=0)
+    producer.transaction(topic, rows(9, 7), commit=True, partition=1)
+    config = make_pipeline([topic], control_db_url)
+    batch, _ = plan_batch(config, open_store(config))
+    assert batch is not None
+    spans = merge_ranges(batch.ranges)
+
+    counts = read_committed_counts(config.kafka_settings, spans)
+
+    assert counts == {(topic, 0): 9, (topic, 1): 7}
+    identities = read_committed_identities(config.kafka_settings, spans)
+    assert sum(counts.values()) == len(identities) == 16
+    # A range ending inside the log (not at its end) stops there: only the offsets below `end`.
+    first_four = {(topic, 0): [(0, 4)]}
+    assert read_committed_counts(config.kafka_settings, first_four) == {(topic, 0): 4}
+    assert quality.start_recount(config, batch).result(timeout=60) == 16
+
+
+@sqlite_only
+def test_gate_takes_the_recount_started_before_the_read_and_checks_against_it(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
+) -> None:
+    _, config, batch, identities, schema = planned_batch_and_frame(
+        spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
+    )
+    frame = spark.createDataFrame(identities, schema)
+    # The warm-up validates a one-row frame of the batch's first range; it stores nothing.
+    assert quality.warm_up(config, batch, spark) is True
+    passed = quality.gate(spark, config, batch, frame, 0, recount=quality.start_recount(config, batch, spark))
+    assert passed["success"] is True and passed["statistics"]["read_committed_records"] == 10
+
+    one_more: Future[int] = Future()
+    one_more.set_result(11)  # the recount is what the row count is checked against
+    with pytest.raises(QualityGateError, match=f"{COUNT}: observed 10, expected 11"):
+        quality.gate(spark, config, batch, frame, 0, recount=one_more)
 
 
 @sqlite_only

@@ -20,6 +20,7 @@ from eos_ingest.quality_suite import (
     pipeline_expectations,
     quiet_gx,
     summarize,
+    validated_columns,
 )
 
 with quiet_gx():
@@ -146,3 +147,50 @@ def test_summarize_names_failed_expectations_with_columns_and_a_short_observed_v
     ]
     assert summary["warnings"] == ["expect_column_max_to_be_between(amount): observed 7"]
     assert summary["statistics"] == stats
+
+
+FRAME = ["kafka_topic", "kafka_partition", "kafka_offset", "kafka_key", "batch_id", "id", "amount", "name"]
+IDENTITY = ["kafka_topic", "kafka_partition", "kafka_offset"]
+
+
+@pytest.mark.parametrize(
+    ("expectations", "columns"),
+    [
+        pytest.param([], IDENTITY, id="default suite: the identity only"),
+        pytest.param(
+            [{"type": "expect_column_values_to_be_between", "column": "amount", "min_value": 0}],
+            [*IDENTITY, "amount"],
+            id="a column expectation adds its column",
+        ),
+        pytest.param(
+            [{"type": "expect_compound_columns_to_be_unique", "column_list": ["id", "name"]}],
+            [*IDENTITY, "id", "name"],
+            id="a column list adds each column",
+        ),
+        pytest.param(
+            [{"type": "expect_column_pair_values_a_to_be_greater_than_b", "column_A": "id", "column_B": "amount"}],
+            [*IDENTITY, "id", "amount"],
+            id="a column pair adds both",
+        ),
+        pytest.param(
+            [{"type": "expect_column_values_to_not_be_null", "column": "id",
+              "row_condition": 'name=="x"', "condition_parser": "spark"}],
+            FRAME,
+            id="a row_condition may read any column: keep all",
+        ),
+        pytest.param(
+            [{"type": "expect_table_columns_to_match_set", "column_set": ["id"]}],
+            FRAME,
+            id="a table expectation sees every column: keep all",
+        ),
+        pytest.param(
+            [{"type": "expect_column_values_to_not_be_null", "column": "missing"}],
+            FRAME,
+            id="a column the frame lacks: keep all, GX reports it",
+        ),
+    ],
+)  # fmt: skip
+def test_the_validated_frame_keeps_every_column_the_suite_reads(
+    tmp_path: Path, expectations: list[dict[str, Any]], columns: list[str]
+) -> None:
+    assert validated_columns(pipeline(tmp_path, expectations), FRAME) == [c for c in FRAME if c in columns]
