@@ -63,6 +63,9 @@ def execute_batch(
     # The batch's ranges must be read from the topic incarnation (and cluster) they were planned
     # on: checked before the read and again before the commit, so a recreation in between is caught.
     _check_identity(config, store, batch)
+    gate_off = os.environ.get(GATE_OFF_ENV) == "1"
+    # The gate's independent count (a plain Kafka consumer) and GX's warm-up run beside the read.
+    recount = None if gate_off else quality.start_recount(config, batch, spark)
     log.info("batch %s: phase %s", batch_id, "read")
     kafka_rows = read_ranges(spark, config.kafka_settings, batch.ranges)
     # Persisted so the count, the table write and the quarantine write read Kafka once.
@@ -71,12 +74,12 @@ def execute_batch(
         good, bad = parser.count_split(parsed)
         rows = parser.output_rows(parsed, config)
         log.info("batch %s: phase %s", batch_id, "gate")
-        if os.environ.get(GATE_OFF_ENV) == "1":
+        if recount is None:
             log.warning(
                 "batch %s: the quality gate is OFF (%s=1, for benchmarks only)", batch_id, GATE_OFF_ENV
             )
-        else:
-            quality.gate(spark, config, batch, rows, bad)  # raises QualityGateError: nothing written
+        else:  # raises QualityGateError: nothing written
+            quality.gate(spark, config, batch, rows, bad, recount=recount)
         log.info("batch %s: phase %s", batch_id, "write")
         version = writer.replace_ranges(
             spark,
