@@ -244,6 +244,9 @@ def render_result(result: Mapping[str, Any], title: str) -> str:
     phases = render_phases(result)
     if phases:
         parts += ["Median seconds per phase:", "", phases, ""]
+    for error in result.get("errors", []):
+        first = str(error.get("error", "")).strip().splitlines()[:1]
+        parts += [f"Failed: ({error.get('system')}) run {error.get('run')}: {first[0] if first else '?'}", ""]
     checks = render_targets(result)
     if checks:
         parts += ["Targets of issue 9:", "", checks, ""]

@@ -109,7 +109,16 @@ class Bench:
     def __init__(self, args: argparse.Namespace, workload: Workload, tmp: Path) -> None:
         self.args, self.w, self.tmp = args, workload, tmp
         self.runs: dict[str, list[dict[str, Any]]] = {k: [] for k in args.systems}
-        self.d_configs: list[tuple[Path, int]] = []
+        self.d_configs: dict[int, tuple[Path, int]] = {}
+        self.errors: list[dict[str, Any]] = []
+
+    def attempt(self, key: str, n: int, step: Any, *args: Any) -> None:
+        """Run one system once; a failure is kept (key, run, message) and the bench goes on."""
+        try:
+            step(*args)
+        except (RuntimeError, OSError, TimeoutError, ValueError, KeyError) as exc:
+            log(f"({key}) run {n + 1} FAILED: {str(exc)[-2000:]}")
+            self.errors.append({"system": key, "run": n + 1, "error": str(exc)[-4000:]})
 
     def record(self, key: str, measured: Measured, records: int, **extra: Any) -> None:
         if records != self.w.records_committed:
@@ -177,9 +186,11 @@ class Bench:
         phases = report.phase_seconds(m.lines, m.seconds)
         self.record(key, m, records, phases=phases, batches=len(batches))
         if key == "d":
-            self.d_configs.append((config, batches[0]["batch_id"]))
+            self.d_configs[n] = (config, batches[0]["batch_id"])
 
     def run_f(self, n: int) -> None:
+        if n not in self.d_configs:
+            raise RuntimeError(f"(f) audits (d)'s batch, and (d) did not commit one in run {n + 1}")
         config, batch_id = self.d_configs[n]
         argv = [
             sys.executable,
@@ -198,23 +209,23 @@ class Bench:
 
     def run_once(self, n: int) -> None:
         big = self.w.records_produced  # one batch of everything
-        per_batch = math.ceil(self.w.records_produced / self.w.partitions / self.args.catch_up_batches)
-        for key in self.args.systems:
+        # Offsets, not records: each transaction also leaves a marker offset in every partition.
+        offsets = self.w.records_produced + self.w.transactions * self.w.partitions
+        per_batch = math.ceil(offsets / self.w.partitions / self.args.catch_up_batches)
+        for key in self.args.systems.replace("g", ""):  # (g) runs after the others, airflow started once
             log(f"run {n + 1}/{self.args.runs}: ({key}) {report.SYSTEMS[key]}")
             if key == "a":
-                self.run_a(n)
+                self.attempt(key, n, self.run_a, n)
             elif key in "bc":
-                self.run_plain(key, n)
+                self.attempt(key, n, self.run_plain, key, n)
             elif key == "d":
-                self.eos_run("d", n, big)
+                self.attempt(key, n, self.eos_run, "d", n, big)
             elif key == "e":
-                self.eos_run("e", n, big, env={"EOS_BENCH_GATE_OFF": "1"})
+                self.attempt(key, n, lambda: self.eos_run("e", n, big, env={"EOS_BENCH_GATE_OFF": "1"}))
             elif key == "f":
-                if "d" not in self.args.systems:
-                    raise SystemExit("bench: (f) audits (d)'s batch: run (d) too")
-                self.run_f(n)
+                self.attempt(key, n, self.run_f, n)
             elif key == "h":
-                self.eos_run("h", n, per_batch, "--until-caught-up")
+                self.attempt(key, n, self.eos_run, "h", n, per_batch, "--until-caught-up")
 
     def run_dag(self) -> None:
         """(g): one airflow standalone, a pipeline (own table and control DB) per run, each triggered."""
@@ -312,11 +323,13 @@ def write_charts(result: dict[str, Any]) -> list[str]:
     med = result["medians"]
     keys = [k for k in report.SYSTEMS if med.get(k, {}).get("records_per_s")]
     fig, ax = plt.subplots(figsize=(8, 4))
-    bars = ax.bar([f"({k})" for k in keys], [med[k]["records_per_s"] for k in keys],
-                  color=["#1f77b4" if k in "dehg" else "#999999" for k in keys])  # fmt: skip
+    short = {"a": "consume", "b": "plain Spark", "c": "AvailableNow", "d": "eos run", "e": "gate off",
+             "f": "audit", "g": "DAG run", "h": "catch-up"}  # fmt: skip
+    colors = ["#1f77b4" if k in "defgh" else "#999999" for k in keys]
+    bars = ax.bar([f"({k}) {short[k]}" for k in keys], [med[k]["records_per_s"] for k in keys], color=colors)
     ax.bar_label(bars, fmt="{:,.0f}", fontsize=8)
-    ax.set_yscale("log")
-    ax.set_ylabel("records/s (median, log scale)")
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_ylabel("records/s (median)")
     ax.set_title(
         f"records/s per system, {result['records_committed']:,} records ({result['label']})", fontsize=9
     )
@@ -430,6 +443,8 @@ def main() -> None:
     parser.add_argument("--no-readme", action="store_true", help="write the result file only")
     args = parser.parse_args()
     args.records = args.records or (10_000 if args.small else 1_000_000)
+    if "f" in (args.systems or "") and "d" not in args.systems:
+        parser.error("(f) audits (d)'s batch: --systems needs d too")
     args.systems = "".join(
         k for k in ALL_SYSTEMS if k in (args.systems or (SMALL_SYSTEMS if args.small else ALL_SYSTEMS))
     )
@@ -448,7 +463,7 @@ def main() -> None:
         for n in range(args.runs):
             bench.run_once(n)
         if "g" in args.systems:
-            bench.run_dag()
+            bench.attempt("g", 0, bench.run_dag)
     load_after = os.getloadavg()
     medians = {k: report.medians(v) for k, v in bench.runs.items() if v}
     result: dict[str, Any] = {
@@ -479,6 +494,7 @@ def main() -> None:
         "medians": medians,
         "ratios": report.ratios(medians),
         "every_run": bench.runs,
+        "errors": bench.errors,
     }
     result["targets"] = report.targets(result)
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -492,6 +508,10 @@ def main() -> None:
             write_charts(full)
         (REPO / "bench" / "README.md").write_text(render_readme(full, small))
         log("bench/README.md and bench/charts/ regenerated")
+    if bench.errors:
+        raise SystemExit(
+            f"bench: {len(bench.errors)} run(s) failed: {[(e['system'], e['run']) for e in bench.errors]}"
+        )
 
 
 if __name__ == "__main__":

@@ -170,3 +170,9 @@ def test_readme_section_shows_ratios_phases_and_targets():
     assert "| d/b | >= 0.9 | 0.500 | **no** |" in text
     assert "| gate share of (d) | <= 10% | 0.100 | yes |" in text
     assert "development run" in text
+
+
+def test_readme_section_names_a_failed_system():
+    result = full_result(d_s=80.0, b_s=40.0, gate_s=8.0, audit_s=4.0)
+    result["errors"] = [{"system": "g", "run": 1, "error": "airflow.sh up failed:\nlong tail"}]
+    assert "Failed: (g) run 1: airflow.sh up failed:" in report.render_result(result, "x")
