@@ -72,11 +72,11 @@ class Measured:
     def tail(self, chars: int = 4000) -> str:
         return "\n".join(text for _, text in self.lines)[-chars:]
 
-    def figures(self) -> dict[str, float]:
+    def figures(self) -> dict[str, float | None]:
         return {
             "seconds": round(self.seconds, 2),
-            "peak_rss_jvm_mb": round(self.peak_jvm_mb),
-            "peak_rss_python_mb": round(self.peak_python_mb),
+            "peak_rss_jvm_mb": round(self.peak_jvm_mb) or None,  # None: no JVM in the tree
+            "peak_rss_python_mb": round(self.peak_python_mb) or None,
         }
 
 

@@ -86,7 +86,9 @@ def medians(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The median of every numeric field over the runs of one system; `phases` per phase."""
     if not runs:
         return {}
-    keys = [k for k, v in runs[0].items() if isinstance(v, int | float) and not isinstance(v, bool)]
+    keys = [
+        k for k, v in runs[0].items() if v is None or (isinstance(v, int | float) and not isinstance(v, bool))
+    ]
     out: dict[str, Any] = {k: median_of(r.get(k) for r in runs) for k in keys}
     if any("phases" in r for r in runs):
         names = dict.fromkeys(p for r in runs for p in r.get("phases", {}))

@@ -397,7 +397,9 @@ catch-up sums them over its batches. Ratios are throughput ratios (records/s ove
 Every run checks its count: the Delta log's output rows for (b) and (c), the batch summary for
 (d), (e) and (h), the consumer's count for (a), against the committed records.
 
-The rerun/replace figure of the old bench/bench_ingest.py is no longer measured here.
+`make bench BENCH_ARGS=--readme-only` regenerates this file and the charts from the results alone.
+The rerun/replace figure of the former bench/bench_ingest.py (its results: `results/ingest.jsonl`)
+is no longer measured; `results/chaos-*.json` are `make chaos`'s.
 """
 
 
@@ -418,6 +420,14 @@ def render_readme(full: dict[str, Any] | None, small: dict[str, Any] | None) -> 
     else:
         parts += ["No `--small` run yet.", ""]
     return "\n".join(parts).rstrip() + "\n"
+
+
+def write_readme() -> None:
+    full, small = latest("full"), latest("small")
+    if full:
+        write_charts(full)
+    (REPO / "bench" / "README.md").write_text(render_readme(full, small))
+    log("bench/README.md and bench/charts/ regenerated")
 
 
 def main() -> None:
@@ -441,7 +451,13 @@ def main() -> None:
     parser.add_argument("--no-dag", action="store_true", help="leave out (g)")
     parser.add_argument("--label", default="", help="what this run is, shown in bench/README.md")
     parser.add_argument("--no-readme", action="store_true", help="write the result file only")
+    parser.add_argument(
+        "--readme-only", action="store_true", help="regenerate bench/README.md and charts, run nothing"
+    )
     args = parser.parse_args()
+    if args.readme_only:
+        write_readme()
+        return
     args.records = args.records or (10_000 if args.small else 1_000_000)
     if "f" in (args.systems or "") and "d" not in args.systems:
         parser.error("(f) audits (d)'s batch: --systems needs d too")
@@ -503,11 +519,7 @@ def main() -> None:
     log(f"result: {out}")
     print(report.render_result(result, result["label"]))
     if not args.no_readme:
-        full, small = latest("full"), latest("small")
-        if full:
-            write_charts(full)
-        (REPO / "bench" / "README.md").write_text(render_readme(full, small))
-        log("bench/README.md and bench/charts/ regenerated")
+        write_readme()
     if bench.errors:
         raise SystemExit(
             f"bench: {len(bench.errors)} run(s) failed: {[(e['system'], e['run']) for e in bench.errors]}"

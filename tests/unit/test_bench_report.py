@@ -88,6 +88,9 @@ def test_phase_markers_recognise_the_job_and_cli_lines(text, marker):
              {"seconds": 20.0, "phases": {"gate": 3.0}}],
             {"seconds": 20.0, "runs": 3, "phases": {"gate": 3.0, "read": 1.0}},
         ),
+        # A figure a system does not have (no JVM in a raw consume) stays None, not 0.
+        ([{"seconds": 1.0, "peak_rss_jvm_mb": None}, {"seconds": 3.0, "peak_rss_jvm_mb": None}],
+         {"seconds": 2.0, "peak_rss_jvm_mb": None, "runs": 2}),
         ([], {}),
     ],
 )  # fmt: skip
