@@ -116,7 +116,7 @@ def consume(bootstrap: str, topic: str) -> dict[str, int]:
                 records += 1
                 value_bytes += len(message.value() or b"")
             elif error.code() == KafkaError._PARTITION_EOF:
-                at_end.add(message.partition())
+                at_end.add(int(message.partition() or 0))
             else:
                 raise RuntimeError(f"consume {topic}: {error}")
     consumer.close()
