@@ -82,6 +82,9 @@ def produce(bootstrap: str, topic: str, records: int, partitions: int = 6, per_t
             if i % 1000 == 0:
                 producer.poll(0)
         if abort:
+            # Flush first: librdkafka purges unsent messages on abort, and the aborted records must
+            # be on the broker for the readers to skip.
+            producer.flush(60)
             producer.abort_transaction(60)
             aborted += 1
         else:
