@@ -214,7 +214,10 @@ def render_targets(result: Mapping[str, Any]) -> str:
     rows = ["| target | wanted | measured | met | note |", "|---|---|---:|---|---|"]
     for t in found:
         met = "yes" if t["met"] else "**no**"
-        rows.append(f"| {t['target']} | {t['wanted']} | {_num(t['measured'], 3)} | {met} | {t['note']} |")
+        digits = 1 if (t["measured"] or 0) >= 10 else 3  # seconds, or a ratio
+        rows.append(
+            f"| {t['target']} | {t['wanted']} | {_num(t['measured'], digits)} | {met} | {t['note']} |"
+        )
     return "\n".join(rows)
 
 
