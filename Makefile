@@ -38,9 +38,11 @@ clean: stack-down
 	-scripts/postgres.sh down
 	rm -rf "$$(scripts/postgres.sh home)" $(EOS_STATE_DIR) $(VENV)
 
-# Throughput of `eos-ingest run` end to end, and of a rerun's replace; medians of 3 runs.
+# eos-ingest side by side with a raw consumer, plain Spark, Structured Streaming, the audit, a DAG
+# run and a catch-up, on one workload it produces (1M records); medians of 3. Outside `make test`.
+# BENCH_ARGS: e.g. "--records 100000 --runs 1", --small (10k records), --no-dag; see bench/README.md.
 bench: stack-up
-	$(PY) bench/bench_ingest.py $(BENCH_ARGS)
+	$(PY) -m bench.side_by_side $(BENCH_ARGS)
 
 # Chaos run on the real stack (own broker, own PostgreSQL): kills, broker and DB restarts, zombies,
 # backfills; then verify + an independent check. Result in bench/results/chaos-<stamp>.json. The
