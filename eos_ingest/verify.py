@@ -81,16 +81,25 @@ def read_committed_identities(
     timeout_s: float = 30.0,
 ) -> set[Identity]:
     """Identities of the committed records inside `spans`, read with a read_committed consumer."""
+    return set(committed_identity_stream(kafka_settings, spans, timeout_s))
+
+
+def committed_identity_stream(
+    kafka_settings: Mapping[str, str],
+    spans: Mapping[tuple[str, int], Sequence[tuple[int, int]]],
+    timeout_s: float = 30.0,
+) -> Iterator[Identity]:
+    """The committed records inside `spans`, in (topic, partition, offset) order, a consume()
+    batch at a time: memory stays O(one batch) whatever the number of records."""
     consumer = _read_committed_consumer(kafka_settings)
-    found: set[Identity] = set()
     try:
-        for (topic, partition), intervals in spans.items():
-            for start, end in intervals:
+        for topic, partition in sorted(spans):
+            for start, end in sorted(spans[(topic, partition)]):
                 for offsets in _interval_offsets(consumer, topic, partition, start, end, timeout_s):
-                    found.update((topic, partition, o) for o in offsets)
+                    for offset in offsets:
+                        yield (topic, partition, offset)
     finally:
         consumer.close()
-    return found
 
 
 def read_committed_counts(
@@ -161,39 +170,31 @@ def _interval_offsets(
         consumer.unassign()
 
 
-def output_identities(
+def output_row_stream(
     spark: SparkSession, table_paths: Sequence[str], topics: Sequence[str]
-) -> Counter[Identity]:
-    """How many times each identity of `topics` appears across the Delta tables that exist."""
-    counts: Counter[Identity] = Counter()
-    for (identity, _batch), n in output_rows(spark, table_paths, topics).items():
-        counts[identity] += n
-    return counts
+) -> Iterator[tuple[Identity, int | None, int]]:
+    """(identity, batch_id, rows) of `topics` across the Delta tables that exist, in identity order.
 
-
-def output_rows(
-    spark: SparkSession, table_paths: Sequence[str], topics: Sequence[str]
-) -> Counter[tuple[Identity, int | None]]:
-    """How many rows of each (identity, batch_id) of `topics` the Delta tables that exist hold."""
+    Spark groups and sorts; the driver takes one sorted partition at a time (toLocalIterator), so
+    its memory does not grow with the table."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    counts: Counter[tuple[Identity, int | None]] = Counter()
-    for path in table_paths:
-        if not DeltaTable.isDeltaTable(spark, path):
-            continue
-        rows = (
-            spark.read.format("delta")
-            .load(path)
-            .where(F.col("kafka_topic").isin(list(topics)))
-            .groupBy("kafka_topic", "kafka_partition", "kafka_offset", "batch_id")
-            .count()
-            .collect()
-        )
-        for row in rows:
-            batch = None if row[3] is None else int(row[3])
-            counts[((row[0], int(row[1]), int(row[2])), batch)] += int(row[4])
-    return counts
+    columns = ["kafka_topic", "kafka_partition", "kafka_offset", "batch_id"]
+    frames = [
+        spark.read.format("delta").load(path).where(F.col("kafka_topic").isin(list(topics))).select(*columns)
+        for path in table_paths
+        if DeltaTable.isDeltaTable(spark, path)
+    ]
+    if not frames:
+        return
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    grouped = union.groupBy(*columns).count().orderBy(*columns)
+    for row in grouped.toLocalIterator(prefetchPartitions=True):
+        batch = None if row[3] is None else int(row[3])
+        yield (row[0], int(row[1]), int(row[2])), batch, int(row[4])
 
 
 def split_by_incarnation(
@@ -218,37 +219,87 @@ def split_by_incarnation(
     return current, older
 
 
-def compare(
-    expected: set[Identity],
-    found: Counter[Identity],
-    gone: set[Identity] | None = None,
-    examples: int = 5,
-    older: Counter[Identity] | None = None,
-) -> VerifyReport:
-    """Duplicates (extra copies), missing and unexpected identities, with a few examples of each.
+class _Examples:
+    """The first few identities of each kind; streams arrive sorted, so these are the smallest."""
 
-    `gone` are identities in committed ranges below today's log start: Kafka cannot vouch for them.
-    `older` are rows of batches of an older topic incarnation: reported apart, never found.
-    """
-    gone = gone or set()
-    older = older or Counter()
-    dup = {i: n for i, n in found.items() if n > 1}
-    missing = expected - found.keys()
-    unexpected = found.keys() - expected - gone
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.kinds: dict[str, list[Identity]] = {
+            k: [] for k in ("duplicates", "missing", "unexpected", "older_topic")
+        }
+
+    def add(self, kind: str, identity: Identity) -> None:
+        seen = self.kinds[kind]
+        if len(seen) < self.keep and (not seen or seen[-1] != identity):
+            seen.append(identity)
+
+
+def compare_streams(
+    expected: Iterable[Identity],
+    found: Iterable[tuple[Identity, int | None, int]],
+    gone: Mapping[tuple[str, int], Sequence[tuple[int, int]]] | None = None,
+    older_batches: set[tuple[int, str]] | None = None,
+    examples: int = 5,
+) -> VerifyReport:
+    """Walk both sorted streams once: duplicates (extra copies), missing and unexpected identities.
+
+    `expected`: committed identities, sorted, each once. `found`: (identity, batch_id, rows),
+    sorted by identity. `gone`: per partition, committed spans below today's log start (Kafka
+    cannot vouch for their rows). Rows of `older_batches` ((batch_id, topic) planned under an older
+    topic incarnation) are reported apart, never found. Memory: O(examples)."""
+    gone = gone or {}
+    older_batches = older_batches or set()
+    ex = _Examples(examples)
+    tally = Counter[str]()
+    pending = iter(expected)
+    nxt = next(pending, None)
+
+    def settle(identity: Identity, rows: int) -> None:
+        nonlocal nxt
+        while nxt is not None and nxt < identity:
+            tally["missing"] += 1
+            ex.add("missing", nxt)
+            nxt = next(pending, None)
+        tally["found"] += rows
+        if rows > 1:
+            tally["duplicates"] += rows - 1
+            ex.add("duplicates", identity)
+        if nxt == identity:
+            tally["matched"] += 1
+            nxt = next(pending, None)
+        elif any(s <= identity[2] < e for s, e in gone.get(identity[:2], ())):
+            tally["unverifiable"] += 1
+        else:
+            tally["unexpected"] += 1
+            ex.add("unexpected", identity)
+
+    current: Identity | None = None
+    rows = 0
+    for identity, batch, n in found:
+        if batch is not None and (batch, identity[0]) in older_batches:
+            tally["older_topic"] += n
+            ex.add("older_topic", identity)
+            continue
+        if identity != current:
+            if current is not None:
+                settle(current, rows)
+            current, rows = identity, 0
+        rows += n
+    if current is not None:
+        settle(current, rows)
+    while nxt is not None:
+        tally["missing"] += 1
+        ex.add("missing", nxt)
+        nxt = next(pending, None)
     return VerifyReport(
-        expected=len(expected),
-        found=sum(found.values()),
-        duplicates=sum(n - 1 for n in dup.values()),
-        missing=len(missing),
-        unexpected=len(unexpected),
-        unverifiable=len(found.keys() & gone),
-        older_topic=sum(older.values()),
-        examples={
-            "duplicates": sorted(dup)[:examples],
-            "missing": sorted(missing)[:examples],
-            "unexpected": sorted(unexpected)[:examples],
-            "older_topic": sorted(older)[:examples],
-        },
+        expected=tally["matched"] + tally["missing"],
+        found=tally["found"],
+        duplicates=tally["duplicates"],
+        missing=tally["missing"],
+        unexpected=tally["unexpected"],
+        unverifiable=tally["unverifiable"],
+        older_topic=tally["older_topic"],
+        examples=ex.kinds,
     )
 
 
@@ -263,22 +314,19 @@ def verify(
 
     With RangeRecords (ControlStore.range_records: every batch's ranges and their topic ids), only
     committed ranges of each topic's current id form the expectation; rows whose batch planned its
-    ranges under an older topic id are counted as `older_topic`, never as found."""
+    ranges under an older topic id are counted as `older_topic`, never as found. Both sides stream
+    in identity order, so memory does not grow with the number of records."""
     snapshot = fetch_snapshot(kafka_settings, topics)
     current, older_batches = split_by_incarnation(committed, snapshot.identity.topic_ids)
     spans = merge_ranges(current)
     log_starts = {(o.topic, o.partition): o.log_start for o in snapshot.offsets}
     readable, below = clip_to_log_start(spans, log_starts)
-    expected = read_committed_identities(kafka_settings, readable)
-    found: Counter[Identity] = Counter()
-    older: Counter[Identity] = Counter()
-    for (identity, batch), n in output_rows(spark, table_paths, topics).items():
-        if batch is not None and (batch, identity[0]) in older_batches:
-            older[identity] += n
-        else:
-            found[identity] += n
-    gone = {i for i in found if any(s <= i[2] < e for s, e in below.get((i[0], i[1]), ()))}
-    return compare(expected, found, gone, older=older)
+    return compare_streams(
+        committed_identity_stream(kafka_settings, readable),
+        output_row_stream(spark, table_paths, topics),
+        below,
+        older_batches,
+    )
 
 
 def clip_to_log_start(
