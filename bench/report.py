@@ -39,7 +39,7 @@ PHASE_OF_MARKER: dict[str, str] = {
 }
 PHASES: tuple[str, ...] = ("start", *dict.fromkeys(PHASE_OF_MARKER.values()))
 
-# Targets of issue 9 (medians on the 2-core machine).
+# Throughput targets (medians on the 2-core machine).
 RATIO_TARGET = 0.9  # d/b throughput, on >= 1M records, gate included
 GATE_SHARE_TARGET = 0.10  # gate seconds / (d) seconds
 AUDIT_SHARE_TARGET = 0.10  # (f) seconds / (d) seconds
@@ -124,7 +124,7 @@ def _check(name: str, target: str, value: float | None, met: bool | None, note: 
 
 
 def targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each target of issue 9 this result can speak to: the measured figure and whether it is met."""
+    """Each throughput target this result can speak to: the measured figure and whether it is met."""
     med: Mapping[str, Mapping[str, Any]] = result.get("medians", {})
     records = int(result.get("records_committed", 0))
     found = []
@@ -254,5 +254,5 @@ def render_result(result: Mapping[str, Any], title: str) -> str:
         parts += [f"Failed: ({error.get('system')}) run {error.get('run')}: {first[0] if first else '?'}", ""]
     checks = render_targets(result)
     if checks:
-        parts += ["Targets of issue 9:", "", checks, ""]
+        parts += ["Throughput targets:", "", checks, ""]
     return "\n".join(parts)
