@@ -158,36 +158,20 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
 
 
 def _run_batches(config: PipelineConfig, batch_id: int) -> list[Any]:
-    """The committed batches this DAG run executed: its batch, and with until_caught_up the
-    scheduled batches the job planned after it under the same Airflow run id."""
-    from eos_ingest.operations import open_store
+    from eos_ingest.operations import open_store, run_batches
 
-    store = open_store(config)
-    first = store.get_batch(batch_id)
-    if first.kind.value != "scheduled" or first.airflow_run_id is None:
-        return [first]
-    later = store.batches_of_run(config.name, batch_id)[1:]
-    return [first] + [
-        b for b in later if b.airflow_run_id == first.airflow_run_id and b.status.value == "committed"
-    ]
+    return run_batches(open_store(config), config, batch_id)
 
 
 def _validate(pipeline_file: str, batch_id: int) -> dict[str, Any]:
     """Audit the committed rows of the run's batches with Great Expectations; fail on a failed suite."""
     from eos_ingest.airflow_conn import config_from_airflow
-    from eos_ingest.quality import audit_batch
-    from eos_ingest.spark_session import build_session
+    from eos_ingest.operations import audit_batches
 
     with _library_errors():
         # The audit counts the committed records with a Kafka consumer: the connection's settings.
         config, _ = config_from_airflow(load_pipeline(pipeline_file))
-        batches = _run_batches(config, int(batch_id))
-        spark = build_session("eos-ingest audit", master="local[2]") if len(batches) > 1 else None
-        try:
-            results = [audit_batch(config, b.batch_id, spark=spark) for b in batches]
-        finally:
-            if spark is not None:
-                spark.stop()
+        results = audit_batches(config, [b.batch_id for b in _run_batches(config, int(batch_id))])
     shown: dict[str, Any] = json.loads(json.dumps(results[0], default=str))
     if len(results) > 1:
         shown["batches"] = json.loads(json.dumps(results, default=str))

@@ -13,8 +13,6 @@ Airflow backfill DAG and ``eos-ingest backfill`` share them.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -278,30 +276,3 @@ def create_backfill(
     return store.create_backfill(
         config.name, ranges, reason=note, airflow_run_id=airflow_run_id, identity=identity
     )
-
-
-# -- eos-ingest backfill ----------------------------------------------------------------------------
-
-
-def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``eos-ingest backfill`` (beside --pipeline/--config)."""
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--partitions", required=True, help="comma-separated, e.g. 0,1")
-    parser.add_argument("--start-offset", type=int, help="first offset (inclusive)")
-    parser.add_argument("--end-offset", type=int, help="end offset (exclusive)")
-    parser.add_argument("--start-time", help="ISO-8601, e.g. 2026-11-22T10:00:00Z (inclusive)")
-    parser.add_argument("--end-time", help="ISO-8601 (exclusive)")
-    parser.add_argument("--reason", required=True, help="why; kept on the batch")
-    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-
-
-def cmd_backfill(args: argparse.Namespace) -> int:
-    """``eos-ingest backfill``: check, record the batch, then run it with spark-submit."""
-    from eos_ingest.cli import load_config, open_store, submit_and_report
-
-    config = load_config(args)
-    store = open_store(config)
-    request = parse_request({k: getattr(args, k) for k in PARAM_KEYS}, config.topics)
-    batch = create_backfill(config, store, request)
-    print(f"eos-ingest: backfill batch {batch.batch_id}: {request.describe()}", file=sys.stderr)
-    return submit_and_report(config, store, batch.batch_id, args.master)

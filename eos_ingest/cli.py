@@ -12,25 +12,19 @@ import argparse
 import json
 import logging
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from eos_ingest.airflow_conn import (
-    KAFKA_SETTINGS_ENV,
     config_for_cli,
-    connection_settings_from_env,
-    encode_settings,
 )
-from eos_ingest.backfill import add_cli_arguments as add_backfill_arguments
-from eos_ingest.backfill import cmd_backfill
+from eos_ingest.backfill import PARAM_KEYS, create_backfill, parse_request
 from eos_ingest.config import PipelineConfig, load_pipeline, load_pipeline_by_name
 from eos_ingest.control_store import ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError, exit_code
 from eos_ingest.kafka_offsets import fetch_partition_offsets, fetch_snapshot
-from eos_ingest.operations import batch_summary, open_store, plan_batch
-from eos_ingest.submit import spark_submit_argv, spark_submit_env
+from eos_ingest.operations import audit_batches, batch_summary, open_store, plan_batch, submit_batch
 
 log = logging.getLogger(__name__)
 
@@ -74,24 +68,33 @@ def submit_and_report(
 ) -> int:
     """spark-submit one batch, print its summary as JSON; 0 only when it committed.
 
-    With until_caught_up the job goes on with the next batches: the summary then lists every
-    scheduled batch from this one on, and 0 means all of them committed."""
-    argv = spark_submit_argv(config.source, batch_id, master=master, until_caught_up=until_caught_up)
-    env = spark_submit_env()
-    conn_settings = connection_settings_from_env(config.kafka_conn_id, os.environ)
-    if conn_settings:
-        # As in Airflow: the connection's settings reach the job in the environment, never in argv.
-        env[KAFKA_SETTINGS_ENV] = encode_settings(conn_settings)
-    # The job's own output goes to stderr: stdout carries only the JSON summary below.
-    code = subprocess.run(argv, env=env, stdout=sys.stderr, check=False).returncode
-    if not until_caught_up:
-        done = store.get_batch(batch_id)
-        print(json.dumps(batch_summary(done), indent=2))
-        return 0 if code == 0 and done.status.value == "committed" else (code or 1)
-    ran = store.batches_of_run(config.name, batch_id)
+    With until_caught_up the summary lists every scheduled batch of the run from this one on, and
+    0 means all of them committed."""
+    code, ran = submit_batch(config, store, batch_id, master, until_caught_up=until_caught_up)
+    if until_caught_up:
+        print(json.dumps({"pipeline": config.name, "batches": [batch_summary(b) for b in ran]}, indent=2))
+    else:
+        print(json.dumps(batch_summary(ran[0]), indent=2))
     all_committed = all(b.status.value == "committed" for b in ran)
-    print(json.dumps({"pipeline": config.name, "batches": [batch_summary(b) for b in ran]}, indent=2))
     return 0 if code == 0 and all_committed else (code or 1)
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    """``eos-ingest backfill``: check, record the batch, then run it with spark-submit."""
+    config = load_config(args)
+    store = open_store(config)
+    request = parse_request({k: getattr(args, k) for k in PARAM_KEYS}, config.topics)
+    batch = create_backfill(config, store, request)
+    print(f"eos-ingest: backfill batch {batch.batch_id}: {request.describe()}", file=sys.stderr)
+    return submit_and_report(config, store, batch.batch_id, args.master)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """``eos-ingest audit``: GX over a committed batch's rows; prints the report; 1 if it failed."""
+    config = load_config(args)
+    (report,) = audit_batches(config, [args.batch_id])
+    print(json.dumps(report, indent=2, default=str))
+    return 0 if report["success"] else 1
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -237,8 +240,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=int, default=10
     )
     command("verify", cmd_verify, "compare Kafka's committed records with the output tables")
-    help_text = "re-ingest an offset range or time window of committed partitions"
-    add_backfill_arguments(command("backfill", cmd_backfill, help_text))
+    p = command("backfill", cmd_backfill, "re-ingest an offset range or time window of committed partitions")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--partitions", required=True, help="comma-separated, e.g. 0,1")
+    p.add_argument("--start-offset", type=int, help="first offset (inclusive)")
+    p.add_argument("--end-offset", type=int, help="end offset (exclusive)")
+    p.add_argument("--start-time", help="ISO-8601, e.g. 2026-11-22T10:00:00Z (inclusive)")
+    p.add_argument("--end-time", help="ISO-8601 (exclusive)")
+    p.add_argument("--reason", required=True, help="why; kept on the batch")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p = command("audit", cmd_audit, "check a committed batch's rows with Great Expectations (Data Docs page)")
+    p.add_argument("--batch-id", type=int, required=True, help="a committed batch of the pipeline")
     p = command("reset-offsets", cmd_reset_offsets, "restart a recreated topic's offsets (operator action)")
     p.add_argument("--topic", required=True)
     p.add_argument(

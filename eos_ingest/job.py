@@ -1,23 +1,23 @@
-"""The body of the spark-submit job, kept in the package so it is tested like the rest."""
+"""The body of the spark-submit job: one Spark session for one batch, or for a catch-up's batches.
+
+Each batch runs the whole sequence of batch_sequence.py on its own; kept in the package so it is
+tested like the rest."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eos_ingest.airflow_conn import KAFKA_SETTINGS_ENV, with_kafka_overrides
-from eos_ingest.config import PipelineConfig, load_pipeline
-from eos_ingest.control_store import Batch, BatchStatus, ControlStore
-from eos_ingest.data_loss import spark_data_loss
-from eos_ingest.errors import EosIngestError, FencedError
-from eos_ingest.ingest import BatchResult, execute_batch
+from eos_ingest.batch_sequence import BatchResult, run_fenced
+from eos_ingest.config import load_pipeline
+from eos_ingest.control_store import BatchStatus, ControlStore
 from eos_ingest.operations import catch_up_target, caught_up, plan_batch
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def run_job(config_path: Path, batch_id: int, *, until_caught_up: bool = False) 
         target = catch_up_target(config) if until_caught_up else {}
         # A catch-up retried after its first batch committed goes on with the next ones.
         resumed = until_caught_up and first.status is not BatchStatus.PLANNED
-        results = [] if resumed else [run_one(spark, config, store, first)]
+        results = [] if resumed else [run_fenced(spark, config, store, first)]
         if until_caught_up:
             while not caught_up(store.committed_offsets(config.name), target):
                 log.info("pipeline %s: phase %s", config.name, "plan")
@@ -50,39 +50,7 @@ def run_job(config_path: Path, batch_id: int, *, until_caught_up: bool = False) 
                 if batch is None:
                     break
                 log.info("%s batch %s", "planned" if created else "resuming", batch.batch_id)
-                results.append(run_one(spark, config, store, batch))
+                results.append(run_fenced(spark, config, store, batch))
     finally:
         spark.stop()
     return results
-
-
-def run_one(spark: SparkSession, config: PipelineConfig, store: ControlStore, batch: Batch) -> BatchResult:
-    """Take a new fence and execute a planned batch.
-
-    A non-retriable error of ours (bad data for the gate, a write refused, ...) marks the batch
-    failed with its text, under our fence only, so a zombie cannot fail a batch it lost; so does
-    Spark's failOnDataLoss error (records deleted since the plan), as OffsetsLostError. Anything
-    else (a broker restart mid-read, a killed executor) leaves it planned: a retry re-runs the
-    same ranges and the replace makes the result identical.
-    """
-    batch_id = batch.batch_id
-    fence = store.take_fence(batch_id)
-    try:
-        result = execute_batch(spark, config, store, batch_id, fence)
-    except FencedError:
-        raise  # the batch belongs to a newer attempt: leave it alone
-    except EosIngestError as exc:
-        if not exc.retriable:
-            store.fail_batch(batch_id, fence, f"{type(exc).__name__}: {exc}")
-        raise
-    except Exception as exc:
-        # Records deleted after the plan: a rerun would fail the same way, so fail the batch.
-        lost = spark_data_loss(exc, config.name, batch_id, batch.ranges)
-        if lost is None:
-            raise
-        store.fail_batch(batch_id, fence, f"{type(lost).__name__}: {lost}")
-        raise lost from exc
-    # The application id shows, in the job's output, that the batches of a catch-up shared one session.
-    app_id = spark.sparkContext.applicationId
-    print(json.dumps({"status": "committed", "spark_application_id": app_id, **result.__dict__}), flush=True)
-    return result

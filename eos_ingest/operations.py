@@ -1,16 +1,26 @@
-"""Operations that the CLI, the DAGs and the Spark job share: open the store, plan, summarize.
+"""Operations that the CLI, the DAGs and the Spark job share: open the store, plan, submit a
+batch, audit, summarize; a backfill's checks live in backfill.py and status in status.py.
 
 Each caller adds only its own edges (argument parsing, Airflow context, the Spark session).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from eos_ingest.airflow_conn import KAFKA_SETTINGS_ENV, connection_settings_from_env, encode_settings
 from eos_ingest.config import PipelineConfig
-from eos_ingest.control_store import Batch, ControlStore
+from eos_ingest.control_store import Batch, BatchKind, BatchStatus, ControlStore
 from eos_ingest.kafka_offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.planner import TopicPartition, plan_ranges
+from eos_ingest.submit import spark_submit_argv, spark_submit_env
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def open_store(config: PipelineConfig) -> ControlStore:
@@ -85,3 +95,53 @@ def batch_summary(batch: Batch) -> dict[str, object]:
             {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in batch.ranges
         ],
     }
+
+
+def submit_batch(
+    config: PipelineConfig, store: ControlStore, batch_id: int, master: str, *, until_caught_up: bool = False
+) -> tuple[int, list[Batch]]:
+    """spark-submit the job for a planned batch and wait: (exit code, the batches it ran).
+
+    With until_caught_up the job goes on with the next batches: the list then holds every
+    scheduled batch of the run from this one on. The job's output goes to stderr, so a caller's
+    stdout carries only what it prints itself."""
+    argv = spark_submit_argv(config.source, batch_id, master=master, until_caught_up=until_caught_up)
+    env = spark_submit_env()
+    conn_settings = connection_settings_from_env(config.kafka_conn_id, os.environ)
+    if conn_settings:
+        # As in Airflow: the connection's settings reach the job in the environment, never in argv.
+        env[KAFKA_SETTINGS_ENV] = encode_settings(conn_settings)
+    code = subprocess.run(argv, env=env, stdout=sys.stderr, check=False).returncode
+    if until_caught_up:
+        return code, store.batches_of_run(config.name, batch_id)
+    return code, [store.get_batch(batch_id)]
+
+
+def run_batches(store: ControlStore, config: PipelineConfig, batch_id: int) -> list[Batch]:
+    """The batch and, for a catch-up (a scheduled batch of an Airflow run), the committed
+    scheduled batches the job planned after it under the same Airflow run id."""
+    first = store.get_batch(batch_id)
+    if first.kind is not BatchKind.SCHEDULED or first.airflow_run_id is None:
+        return [first]
+    later = store.batches_of_run(config.name, batch_id)[1:]
+    return [first] + [
+        b for b in later if b.airflow_run_id == first.airflow_run_id and b.status is BatchStatus.COMMITTED
+    ]
+
+
+def audit_batches(
+    config: PipelineConfig, batch_ids: Sequence[int], spark: SparkSession | None = None
+) -> list[dict[str, Any]]:
+    """Audit committed batches (audit.audit_batch), in one Spark session when there are several."""
+    from eos_ingest.audit import audit_batch
+
+    own = spark is None and len(batch_ids) > 1
+    if own:
+        from eos_ingest.spark_session import build_session
+
+        spark = build_session("eos-ingest audit", master="local[2]")
+    try:
+        return [audit_batch(config, batch_id, spark=spark) for batch_id in batch_ids]
+    finally:
+        if own and spark is not None:
+            spark.stop()

@@ -247,15 +247,15 @@ def _as_list(value: Any) -> Iterable[Any]:
 
 
 def data_docs_root() -> Path:
-    """The Data Docs site folder: eos_ingest.quality's, else <state folder>/gx/data_docs.
+    """The Data Docs site folder: eos_ingest.gx_context's, else <state folder>/gx/data_docs.
 
     The GX context lives in <state folder>/gx and its site (expectations/great_expectations.yml,
     ``base_directory: data_docs/``) in its data_docs/ folder. Only the site is served, not the
-    suites and raw validation results beside it. quality.py is read at call time, not imported
-    at module load, so this module stays light and follows quality.py if the folder moves.
+    suites and raw validation results beside it. gx_context.py is read at call time, not imported
+    at module load, so this module stays light and follows gx_context.py if the folder moves.
     """
     try:
-        quality = importlib.import_module("eos_ingest.quality")
+        quality = importlib.import_module("eos_ingest.gx_context")
     except ImportError:
         quality = None
     index = getattr(quality, "data_docs_index", None)

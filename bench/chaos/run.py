@@ -465,7 +465,8 @@ class ChaosRun:
             argv = [
                 sys.executable,
                 "-m",
-                "eos_ingest.quality",
+                "eos_ingest.cli",
+                "audit",
                 "--config",
                 str(self.pipeline_file),
                 "--batch-id",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from eos_ingest.batch_sequence import PAUSE_BEFORE_COMMIT_ENV
 from eos_ingest.cli import open_store, plan_batch
-from eos_ingest.ingest import PAUSE_BEFORE_COMMIT_ENV
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
 from tests.fixtures.pipelines import verify_pipeline
 from tests.kafka_helpers import TxProducer

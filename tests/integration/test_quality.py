@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest import quality
+from eos_ingest import cli, gx_context, quality
+from eos_ingest.audit import audit_batch
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.control_store import BatchStatus
 from eos_ingest.errors import QualityGateError
@@ -34,7 +35,7 @@ def gx_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """GX results and Data Docs of this test under its tmp_path, not the developer's state folder
     (EOS_STATE_DIR stays as it is: the broker, PostgreSQL and the Spark jars live there)."""
     root = tmp_path / "gx"
-    monkeypatch.setattr(quality, "gx_root", lambda: root)
+    monkeypatch.setattr(gx_context, "gx_root", lambda: root)
     return root
 
 
@@ -65,7 +66,7 @@ def test_audit_passes_after_a_normal_batch_and_is_stored_on_the_batch(
 ) -> None:
     _, config, batch_id = committed_batch(spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url)
 
-    report = quality.audit_batch(config, batch_id, spark)
+    report = audit_batch(config, batch_id, spark)
 
     assert report["success"] is True, report
     assert report["batch_id"] == batch_id and report["failed_expectations"] == []
@@ -75,7 +76,7 @@ def test_audit_passes_after_a_normal_batch_and_is_stored_on_the_batch(
     page = Path(report["report_path"])
     assert page.is_file() and page.suffix == ".html"
     assert f"{config.name}-batch-{batch_id}-audit" in str(page)  # run name: pipeline and batch id
-    assert page.is_relative_to(quality.gx_root()) and quality.data_docs_index().is_file()
+    assert page.is_relative_to(gx_context.gx_root()) and gx_context.data_docs_index().is_file()
     batch = open_store(config).get_batch(batch_id)
     assert batch.dq_success is True and batch.dq_report_path == report["report_path"]
     assert json.loads(batch.dq_result or "{}")["batch_id"] == batch_id
@@ -88,7 +89,7 @@ def test_audit_fails_on_rows_duplicated_behind_the_pipelines_back(
     _, config, batch_id = committed_batch(spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url)
     table(spark, config).limit(3).write.format("delta").mode("append").save(str(config.output_path))
 
-    report = quality.audit_batch(config, batch_id, spark)
+    report = audit_batch(config, batch_id, spark)
 
     assert report["success"] is False
     assert UNIQUE in report["failed_expectations"], report
@@ -106,7 +107,7 @@ def test_audit_fails_when_a_committed_row_is_missing(
     _, config, batch_id = committed_batch(spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url)
     DeltaTable.forPath(spark, str(config.output_path)).delete("kafka_partition = 1 AND kafka_offset = 2")
 
-    report = quality.audit_batch(config, batch_id, spark)
+    report = audit_batch(config, batch_id, spark)
 
     assert report["success"] is False and report["failed_expectations"] == [COUNT], report
     assert report["critical_failures"] == [f"{COUNT}: observed 11, expected 12"]
@@ -125,7 +126,7 @@ def test_audit_reports_a_row_of_the_batch_outside_its_ranges(
     stray = stray.withColumn("kafka_offset", F.lit(500).cast("bigint"))
     stray.write.format("delta").mode("append").save(str(config.output_path))
 
-    report = quality.audit_batch(config, batch_id, spark)
+    report = audit_batch(config, batch_id, spark)
 
     assert report["success"] is False
     assert set(report["failed_expectations"]) == {IN_RANGES, COUNT}, report
@@ -280,7 +281,7 @@ def test_a_warning_expectation_reports_but_does_not_stop_the_batch(
         spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, expectations=[warn]
     )
 
-    report = quality.audit_batch(config, batch_id, spark)
+    report = audit_batch(config, batch_id, spark)
 
     assert report["success"] is True
     assert report["failed_expectations"] == ["expect_column_values_to_be_between(amount)"]
@@ -288,15 +289,15 @@ def test_a_warning_expectation_reports_but_does_not_stop_the_batch(
 
 
 @sqlite_only
-def test_module_main_audits_a_batch_and_exits_1_on_failure(
+def test_audit_command_audits_a_batch_and_exits_1_on_failure(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, capsys
 ) -> None:
     _, config, batch_id = committed_batch(spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url)
-    args = ["--config", str(config.source), "--batch-id", str(batch_id)]
+    args = ["audit", "--config", str(config.source), "--batch-id", str(batch_id)]
 
-    assert quality.main(args) == 0
+    assert cli.main(args) == 0
     assert json.loads(capsys.readouterr().out)["success"] is True
 
     table(spark, config).limit(1).write.format("delta").mode("append").save(str(config.output_path))
-    assert quality.main(args) == 1
+    assert cli.main(args) == 1
     assert UNIQUE in json.loads(capsys.readouterr().out)["failed_expectations"]

@@ -9,10 +9,10 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from eos_ingest.backfill import create_backfill, parse_request
+from eos_ingest.batch_sequence import execute_batch
 from eos_ingest.cli import main as cli_main
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import TopicRecreatedError
-from eos_ingest.ingest import execute_batch
 from eos_ingest.kafka_offsets import fetch_identity
 from eos_ingest.planner import TopicPartition
 from tests.fixtures.pipelines import ingest_once, verify_pipeline

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest import quality
+from eos_ingest import gx_context, quality
 from tests.unit.test_quality_suite import pipeline
 
 
@@ -19,12 +19,12 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_warm_up_opens_the_gx_context_the_gate_then_reuses(tmp_path: Path) -> None:
     config = pipeline(tmp_path, [])
-    assert quality.gx_root() not in quality._contexts
+    assert gx_context.gx_root() not in gx_context._contexts
 
     assert quality.warm_up(config) is True
 
-    assert quality.gx_root() in quality._contexts
-    assert (quality.gx_root() / "great_expectations.yml").is_file()
+    assert gx_context.gx_root() in gx_context._contexts
+    assert (gx_context.gx_root() / "great_expectations.yml").is_file()
 
 
 def test_warm_up_leaves_a_bad_expectation_for_the_gate_to_report(tmp_path: Path) -> None:

@@ -1,11 +1,15 @@
-"""Execute one planned batch: fence, read, parse, write, commit (README, "How exactly-once works", steps 2-7).
+"""The sequence of one planned batch: fence -> identity check -> read -> parse -> gate -> write ->
+commit (README, "How exactly-once works", steps 2-7).
 
-A crash anywhere before the commit leaves the batch planned; the next attempt re-reads the same
-ranges and the Delta replace makes the output identical. A zombie attempt is fenced at commit.
+run_fenced takes the fence and decides what a failure does to the batch; execute_batch runs the
+steps under that fence. A crash anywhere before the commit leaves the batch planned; the next
+attempt re-reads the same ranges and the Delta replace makes the output identical. A zombie
+attempt is fenced at commit.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -16,7 +20,8 @@ from typing import TYPE_CHECKING
 from eos_ingest import parser, quality, writer
 from eos_ingest.config import PipelineConfig
 from eos_ingest.control_store import Batch, ControlStore
-from eos_ingest.errors import PartialWriteError, WriteError
+from eos_ingest.data_loss import spark_data_loss
+from eos_ingest.errors import EosIngestError, FencedError, PartialWriteError, WriteError
 from eos_ingest.identity import check_batch_identity
 from eos_ingest.kafka_offsets import fetch_identity
 from eos_ingest.reader import read_ranges
@@ -45,6 +50,38 @@ class BatchResult:
     delta_version: int
     quarantine_delta_version: int
     seconds: float
+
+
+def run_fenced(spark: SparkSession, config: PipelineConfig, store: ControlStore, batch: Batch) -> BatchResult:
+    """Take a new fence and execute a planned batch.
+
+    A non-retriable error of ours (bad data for the gate, a write refused, ...) marks the batch
+    failed with its text, under our fence only, so a zombie cannot fail a batch it lost; so does
+    Spark's failOnDataLoss error (records deleted since the plan), as OffsetsLostError. Anything
+    else (a broker restart mid-read, a killed executor) leaves it planned: a retry re-runs the
+    same ranges and the replace makes the result identical.
+    """
+    batch_id = batch.batch_id
+    fence = store.take_fence(batch_id)
+    try:
+        result = execute_batch(spark, config, store, batch_id, fence)
+    except FencedError:
+        raise  # the batch belongs to a newer attempt: leave it alone
+    except EosIngestError as exc:
+        if not exc.retriable:
+            store.fail_batch(batch_id, fence, f"{type(exc).__name__}: {exc}")
+        raise
+    except Exception as exc:
+        # Records deleted after the plan: a rerun would fail the same way, so fail the batch.
+        lost = spark_data_loss(exc, config.name, batch_id, batch.ranges)
+        if lost is None:
+            raise
+        store.fail_batch(batch_id, fence, f"{type(lost).__name__}: {lost}")
+        raise lost from exc
+    # The application id shows, in the job's output, that the batches of a catch-up shared one session.
+    app_id = spark.sparkContext.applicationId
+    print(json.dumps({"status": "committed", "spark_application_id": app_id, **result.__dict__}), flush=True)
+    return result
 
 
 def execute_batch(
