@@ -16,15 +16,7 @@ from typing import Any, TypeVar
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
-from tenacity import (
-    RetryError,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_before_delay,
-    wait_exponential,
-)
-from tenacity.stop import stop_base
+from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception
 
 from eos_ingest.errors import KafkaUnavailableError, TopicNotFoundError
 from eos_ingest.identity import KafkaIdentity
@@ -82,29 +74,33 @@ def with_retries(
     """call(seconds left) until it succeeds or raises a non-transient error (raised as it is).
 
     All within deadline_s in total (and at most max_attempts), so an unreachable broker fails in
-    deadline_s, not a sum of timeouts. Back-off backoff_s, then twice that, ...; the retries stop
-    before a back-off that would leave less than half a second for the next attempt, so the last
-    attempt is never followed by a sleep. Then KafkaUnavailableError naming the broker and the cause.
+    deadline_s, not a sum of timeouts. Back-off backoff_s, then twice that, ..., cut short so the
+    next attempt still has half a second before the deadline; the retries stop when less than that
+    is left, so every sleep is followed by an attempt and the last attempt by none. Then
+    KafkaUnavailableError naming the broker and the cause.
     """
     end = time.monotonic() + deadline_s
-    stop: stop_base = stop_before_delay(deadline_s - _LAST_TRY_S)
-    if max_attempts is not None:
-        stop = stop | stop_after_attempt(max_attempts)
-    retrying = Retrying(
-        stop=stop,
-        wait=wait_exponential(multiplier=backoff_s),
-        retry=retry_if_exception(_transient),
-        sleep=sleep,
-    )
+
+    def left() -> float:
+        return end - time.monotonic()
+
+    def backoff(state: RetryCallState) -> float:
+        return max(0.0, min(backoff_s * 2 ** (state.attempt_number - 1), left() - _LAST_TRY_S))
+
+    def stop(state: RetryCallState) -> bool:
+        out_of_attempts = max_attempts is not None and state.attempt_number >= max_attempts
+        return out_of_attempts or left() < _LAST_TRY_S
+
+    retrying = Retrying(stop=stop, wait=backoff, retry=retry_if_exception(_transient), sleep=sleep)
     try:
-        return retrying(lambda: call(max(end - time.monotonic(), _LAST_TRY_S)))
+        return retrying(lambda: call(max(left(), _LAST_TRY_S)))
     except RetryError as exc:
         attempts = exc.last_attempt.attempt_number
         last = exc.last_attempt.exception()
     error = last.args[0] if last is not None and last.args else last
     reason = error.str() if isinstance(error, KafkaError) else last
     raise KafkaUnavailableError(
-        f"Kafka at {bootstrap} did not answer while {what} ({attempts} attempt(s) in {time.monotonic() - end + deadline_s:.0f} s: "
+        f"Kafka at {bootstrap} did not answer while {what} ({attempts} attempt(s) in {deadline_s - left():.0f} s: "
         f"{reason}); the batch is unchanged. Check that the broker is up and reachable from here and "
         "that bootstrap.servers is right, then run again."
     )
