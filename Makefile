@@ -19,7 +19,7 @@ stack-down:
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy eos_ingest
+	$(VENV)/bin/mypy eos_ingest dags plugins spark
 
 # The whole suite: unit, integration (real broker, Spark, Delta, SQLite, PostgreSQL) and e2e.
 test: lint

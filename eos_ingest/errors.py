@@ -57,10 +57,6 @@ class FencedError(BatchStateError):
     """This attempt lost its fence: a newer attempt owns the batch, so this one commits nothing."""
 
 
-class ReadError(EosIngestError):
-    """Spark could not read the planned ranges from Kafka."""
-
-
 class WriteError(EosIngestError):
     """The Delta replace of the batch's ranges failed."""
 
@@ -101,12 +97,12 @@ EXIT_FAILED, EXIT_NEEDS_A_PERSON, EXIT_FENCED, EXIT_RETRIABLE = 1, 2, 3, 75
 
 
 def exit_code(exc: EosIngestError) -> int:
-    """75: run again; 3: fenced; 1: the batch failed on its data (gate, read, write); 2: anything
+    """75: run again; 3: fenced; 1: the batch failed on its data (gate, write); 2: anything
     else needs a person first (bad config, lost offsets, a recreated topic, a refused request)."""
     if exc.retriable:
         return EXIT_RETRIABLE
     if isinstance(exc, FencedError):
         return EXIT_FENCED
-    if isinstance(exc, QualityGateError | ReadError | WriteError):
+    if isinstance(exc, QualityGateError | WriteError):
         return EXIT_FAILED
     return EXIT_NEEDS_A_PERSON

@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception
 
 from eos_ingest.errors import KafkaUnavailableError, TopicNotFoundError
 from eos_ingest.identity import KafkaIdentity
 from eos_ingest.planner import PartitionOffsets
 
+T = TypeVar("T")
+# The least time an attempt is started with: no retry begins with less left before the deadline.
+_LAST_TRY_S = 0.5
 # Errors that mean "the cluster did not answer (yet)", worth a bounded retry.
 _TRANSIENT = {
     KafkaError._TRANSPORT,
@@ -51,32 +55,52 @@ def admin_client(kafka_settings: Mapping[str, str], timeout_s: float = 15.0) -> 
     return AdminClient(conf)
 
 
-def _with_retries(
-    what: str, bootstrap: str, call, deadline_s: float, backoff_s: float, max_attempts: int | None = None
-):
-    """call(seconds left) until it succeeds or a non-transient error, all within deadline_s in total
-    (and at most max_attempts): an unreachable broker fails in deadline_s, not a sum of timeouts."""
+def _transient(exc: BaseException) -> bool:
+    """A KafkaException whose KafkaError means "the cluster did not answer (yet)"."""
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(error, KafkaError) and error.code() in _TRANSIENT
+
+
+def with_retries(
+    what: str,
+    bootstrap: str,
+    call: Callable[[float], T],
+    deadline_s: float,
+    backoff_s: float,
+    max_attempts: int | None = None,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """call(seconds left) until it succeeds or raises a non-transient error (raised as it is).
+
+    All within deadline_s in total (and at most max_attempts), so an unreachable broker fails in
+    deadline_s, not a sum of timeouts. Back-off backoff_s, then twice that, ..., cut short so the
+    next attempt still has half a second before the deadline; the retries stop when less than that
+    is left, so every sleep is followed by an attempt and the last attempt by none. Then
+    KafkaUnavailableError naming the broker and the cause.
+    """
     end = time.monotonic() + deadline_s
-    last: Exception | None = None
-    attempts = 0
-    while True:
-        left = end - time.monotonic()
-        if left < 0.5:
-            break
-        attempts += 1
-        try:
-            return call(left)
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            if not isinstance(error, KafkaError) or error.code() not in _TRANSIENT:
-                raise
-            last = exc
-        if max_attempts is not None and attempts >= max_attempts:
-            break
-        time.sleep(max(0.0, min(backoff_s * (2 ** (attempts - 1)), end - time.monotonic() - 0.5)))
-    reason = last.args[0].str() if last is not None and isinstance(last.args[0], KafkaError) else last
+
+    def left() -> float:
+        return end - time.monotonic()
+
+    def backoff(state: RetryCallState) -> float:
+        return max(0.0, min(backoff_s * 2 ** (state.attempt_number - 1), left() - _LAST_TRY_S))
+
+    def stop(state: RetryCallState) -> bool:
+        out_of_attempts = max_attempts is not None and state.attempt_number >= max_attempts
+        return out_of_attempts or left() < _LAST_TRY_S
+
+    retrying = Retrying(stop=stop, wait=backoff, retry=retry_if_exception(_transient), sleep=sleep)
+    try:
+        return retrying(lambda: call(max(left(), _LAST_TRY_S)))
+    except RetryError as exc:
+        attempts = exc.last_attempt.attempt_number
+        last = exc.last_attempt.exception()
+    error = last.args[0] if last is not None and last.args else last
+    reason = error.str() if isinstance(error, KafkaError) else last
     raise KafkaUnavailableError(
-        f"Kafka at {bootstrap} did not answer while {what} ({attempts} attempt(s) in {time.monotonic() - end + deadline_s:.0f} s: "
+        f"Kafka at {bootstrap} did not answer while {what} ({attempts} attempt(s) in {deadline_s - left():.0f} s: "
         f"{reason}); the batch is unchanged. Check that the broker is up and reachable from here and "
         "that bootstrap.servers is right, then run again."
     )
@@ -155,7 +179,7 @@ def fetch_partition_offsets(
             for t, p in sorted(starts)
         ]
 
-    return _with_retries("reading partition offsets", bootstrap, fetch, deadline_s, backoff_s, attempts)
+    return with_retries("reading partition offsets", bootstrap, fetch, deadline_s, backoff_s, attempts)
 
 
 def offsets_for_time(
@@ -227,7 +251,7 @@ def fetch_identity(
     deadline_s in total, then KafkaUnavailableError."""
     bootstrap = str(kafka_settings.get("bootstrap.servers", "?"))
     admin = admin_client(kafka_settings, timeout_s)
-    return _with_retries(
+    return with_retries(
         "reading the cluster and topic ids",
         bootstrap,
         lambda left_s: _describe(admin, topics, min(timeout_s, left_s), bootstrap),

@@ -16,8 +16,3 @@ def state_dir() -> Path:
 def spark_jars_dir() -> Path:
     """Local Kafka-source and Delta jars fetched by `make setup` (scripts/fetch-jars.sh)."""
     return state_dir() / "jars" / "spark"
-
-
-def kafka_jars_dir() -> Path:
-    """Apache Kafka broker jars fetched by `make setup`."""
-    return state_dir() / "jars" / "kafka"

@@ -95,11 +95,6 @@ class Plan:
         """False when every range is empty: such a plan does no Spark work."""
         return any(r.end > r.start for r in self.ranges)
 
-    @property
-    def size(self) -> int:
-        """Sum of the range sizes (an upper bound of the records)."""
-        return sum(r.size for r in self.ranges)
-
 
 def plan_ranges(
     committed: Mapping[TopicPartition, int],

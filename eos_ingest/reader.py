@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from eos_ingest.errors import ConfigError
-from eos_ingest.planner import PlannedRange, ranges_to_kafka_json
+from eos_ingest.planner import PlannedRange, ranges_to_assign_json, ranges_to_kafka_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -68,12 +68,9 @@ def read_ranges(
     if not non_empty:
         raise ValueError("read_ranges needs at least one non-empty range; an empty plan does no Spark work")
     starting, ending = ranges_to_kafka_json(non_empty)
-    assign: dict[str, list[int]] = {}
-    for r in non_empty:
-        assign.setdefault(r.topic, []).append(r.partition)
     reader = (
         spark.read.format("kafka")
-        .option("assign", json.dumps(assign))
+        .option("assign", ranges_to_assign_json(non_empty))
         .option("startingOffsets", starting)
         .option("endingOffsets", ending)
         .option("kafka.isolation.level", "read_committed")

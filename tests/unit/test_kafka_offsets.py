@@ -1,11 +1,14 @@
-"""Topic metadata errors: only UNKNOWN_TOPIC_OR_PART means a topic is missing."""
+"""Topic metadata errors: only UNKNOWN_TOPIC_OR_PART means a topic is missing; the retry policy."""
 
 from __future__ import annotations
 
-import pytest
-from confluent_kafka import KafkaError
+import time
 
-from eos_ingest.kafka_offsets import topic_problems
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from eos_ingest.errors import KafkaUnavailableError
+from eos_ingest.kafka_offsets import topic_problems, with_retries
 
 UNKNOWN = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
 NO_LEADER = KafkaError(KafkaError.LEADER_NOT_AVAILABLE)
@@ -25,3 +28,76 @@ DENIED = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)
 )
 def test_only_unknown_topic_or_part_means_missing(errors, missing, other) -> None:
     assert topic_problems(["a", "b"], errors) == (missing, other)
+
+
+# -- the retry policy of the offset and identity reads (no broker: a call that fails on purpose) -----
+
+_real_sleep = time.sleep
+TRANSPORT = KafkaException(KafkaError(KafkaError._TRANSPORT, "Connection refused"))
+
+
+@pytest.mark.parametrize(
+    ("deadline_s", "backoff_s", "max_attempts", "sleeps"),
+    [
+        # Back-off 0.1 s, 0.2 s, then 0.4 s cut to 0.2 s so the 4th try starts 0.5 s before the
+        # deadline; after it less than 0.5 s is left: no 4th sleep (the old loop slept it away).
+        pytest.param(1.0, 0.1, None, [0.1, 0.2, 0.2], id="deadline-ends-it-without-a-last-sleep"),
+        pytest.param(30.0, 0.1, 3, [0.1, 0.2], id="max-attempts-ends-it-without-a-last-sleep"),
+        pytest.param(30.0, 0.1, 1, [], id="one-attempt-no-sleep"),
+        pytest.param(0.4, 0.1, None, [], id="deadline-below-half-a-second-one-attempt"),
+    ],
+)
+def test_the_last_attempt_is_not_followed_by_a_sleep(deadline_s, backoff_s, max_attempts, sleeps) -> None:
+    events: list[str | float] = []
+
+    def call(left_s: float) -> None:
+        assert left_s > 0
+        events.append("attempt")
+        raise TRANSPORT
+
+    def sleep(seconds: float) -> None:
+        events.append(seconds)
+        _real_sleep(seconds)
+
+    started = time.monotonic()
+    with pytest.raises(KafkaUnavailableError) as raised:
+        with_retries(
+            "reading partition offsets", "127.0.0.1:1", call, deadline_s, backoff_s, max_attempts, sleep=sleep
+        )
+    elapsed = time.monotonic() - started
+
+    assert events[-1] == "attempt", events
+    assert [e for e in events if e != "attempt"] == pytest.approx(sleeps, abs=0.05)
+    assert events.count("attempt") == len(sleeps) + 1
+    assert elapsed < sum(sleeps) + 0.3
+    message = str(raised.value)
+    assert message.startswith("Kafka at 127.0.0.1:1 did not answer while reading partition offsets (")
+    assert f"({len(sleeps) + 1} attempt(s) in " in message and "Connection refused" in message
+    assert "the batch is unchanged. Check that the broker is up" in message
+
+
+def test_a_non_transient_error_is_raised_at_once_without_retry() -> None:
+    denied = KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+    calls: list[float] = []
+
+    def call(left_s: float) -> None:
+        calls.append(left_s)
+        raise denied
+
+    with pytest.raises(KafkaException) as raised:
+        with_retries("reading partition offsets", "b:9092", call, 30.0, 0.1, None, sleep=calls.append)
+    assert raised.value is denied and len(calls) == 1
+
+
+def test_a_transient_error_then_success_returns_the_result() -> None:
+    answers: list[Exception | str] = [TRANSPORT, TRANSPORT, "offsets"]
+    slept: list[float] = []
+
+    def call(left_s: float) -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert with_retries("reading", "b:9092", call, 30.0, 0.5, None, sleep=slept.append) == "offsets"
+    assert slept == [0.5, 1.0]

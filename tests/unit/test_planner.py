@@ -272,5 +272,5 @@ def test_ranges_to_kafka_json_refuses_a_plan_without_records() -> None:
 def test_planned_partition_order_and_size() -> None:
     assert sorted([TP("b", 0), TP("a", 2), TP("a", 10)]) == [TP("a", 2), TP("a", 10), TP("b", 0)]
     plan = Plan(ranges=(PR("a", 0, 0, 5), PR("a", 1, 7, 7)))
-    assert (plan.size, plan.ranges[0].size, plan.has_records) == (5, 5, True)
+    assert (plan.ranges[0].size, plan.ranges[1].size, plan.has_records) == (5, 0, True)
     assert not Plan(ranges=(PR("a", 1, 7, 7),)).has_records

@@ -47,4 +47,5 @@ def test_delta_jar_matches_delta_spark() -> None:
 def test_broker_is_kafka_4() -> None:
     kafka = pom_property("kafka-broker", "kafka.version")
     assert kafka.startswith("4.")
-    assert (paths.kafka_jars_dir() / f"kafka_2.13-{kafka}.jar").exists()
+    # The broker's jars are where stack/stack.sh starts it from.
+    assert (paths.state_dir() / "jars" / "kafka" / f"kafka_2.13-{kafka}.jar").exists()
