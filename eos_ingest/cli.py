@@ -98,26 +98,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """eos_ingest.status.pipeline_status as JSON: the lag and notes the Ingestion page shows.
+
+    Unlike the page, the Kafka offsets are read with the planner's retries, and a broker that does
+    not answer is KafkaUnavailableError (exit 75) rather than a status without Kafka columns."""
+    from eos_ingest.status import pipeline_status
+
     config = load_config(args)
-    store = open_store(config)
-    committed = store.committed_offsets(config.name)
-    partitions = []
-    for o in fetch_partition_offsets(config.kafka_settings, config.topics):
-        at = next(
-            (v for tp, v in committed.items() if tp.topic == o.topic and tp.partition == o.partition), None
-        )
-        partitions.append(
-            {
-                "topic": o.topic,
-                "partition": o.partition,
-                "committed_offset": at,
-                "log_start": o.log_start,
-                "last_stable_offset": o.last_stable,
-                "lag": None if at is None else o.last_stable - at,
-            }
-        )
-    batches = [batch_summary(b) for b in store.list_batches(config.name, limit=args.limit)]
-    print(json.dumps({"pipeline": config.name, "partitions": partitions, "batches": batches}, indent=2))
+    shown = pipeline_status(
+        config,
+        open_store(config),
+        batches=args.limit,
+        read_offsets=lambda: fetch_partition_offsets(config.kafka_settings, config.topics),
+    )
+    print(json.dumps(shown, indent=2))
     return 0
 
 

@@ -1,12 +1,22 @@
 """What a person asks of a pipeline: its offsets, its lag, its recent batches and their checks.
 
-Plain, JSON-serialisable data read from the control DB and Kafka, so the Airflow UI plugin
-(plugins/eos_ingest_plugin.py), scripts and tests share one definition of lag. No Airflow import.
+Plain, JSON-serialisable data read from the control DB and Kafka. This module is the one
+implementation of lag: the Airflow UI plugin (plugins/eos_ingest_plugin.py), ``eos-ingest status``
+(cli.cmd_status), scripts and tests all call pipeline_status / partition_status. No Airflow import.
 
 Lag of a partition = its last stable offset (LSO) - its committed offset: the offsets the next
 scheduled batches will plan (aborted records and transaction markers included, so it is an upper
-bound of the records). A status page must render while the broker is down: then the Kafka columns
-are empty and ``kafka_error`` says why, and the control DB part is still there.
+bound of the records). A partition with no committed offset yet lags by what its first batch would
+take, from where the planner starts it (planner.plan_ranges):
+
+* ``start_from: earliest``: LSO - log start;
+* ``start_from: latest`` on a topic the pipeline has never committed: 0 (the first batch starts at
+  the LSO, so nothing already in the log is lag);
+* a new partition of a topic the pipeline already reads: LSO - log start, whatever ``start_from``
+  says (the planner starts a partition added later at its log start, so no record is skipped).
+
+A status page must render while the broker is down: then the Kafka columns are empty and
+``kafka_error`` says why, and the control DB part is still there.
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ import importlib
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -104,17 +114,22 @@ def pipeline_status(
     batches: int = 10,
     offsets: list[PartitionOffsets] | None = None,
     kafka_timeout_s: float | None = None,
+    read_offsets: Callable[[], list[PartitionOffsets]] | None = None,
 ) -> dict[str, Any]:
     """The pipeline's partitions (committed offset, log start, LSO, lag) and its last `batches`.
 
-    `offsets` are read from Kafka when not given, in one attempt of `kafka_timeout_s` (default
-    KAFKA_TIMEOUT_S). If Kafka cannot answer, the partitions known to the control DB are listed
-    without Kafka columns and ``kafka_error`` holds the reason. Control DB errors raise: without
-    the DB there is nothing to show.
+    `offsets` are read from Kafka when not given, after the control DB (a batch committing in
+    between can only make the lag look larger, never negative). By default in one attempt of
+    `kafka_timeout_s` (default KAFKA_TIMEOUT_S); if Kafka cannot answer, the partitions known to
+    the control DB are listed without Kafka columns and ``kafka_error`` holds the reason.
+    `read_offsets`, when given, reads them instead and its errors raise (the CLI passes the
+    planner's retried read). Control DB errors raise: without the DB there is nothing to show.
     """
     committed = store.committed_offsets(config.name)
     recent = store.list_batches(config.name, limit=batches)
     kafka_error = None
+    if offsets is None and read_offsets is not None:
+        offsets = read_offsets()
     if offsets is None:
         try:
             offsets = _fetch_offsets(config, kafka_timeout_s or KAFKA_TIMEOUT_S)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from eos_ingest.cli import main as cli_main
 from eos_ingest.cli import plan_batch
 from eos_ingest.config import PipelineConfig
 from eos_ingest.control_store import ControlStore
-from eos_ingest.planner import PartitionOffsets, TopicPartition
-from eos_ingest.status import partition_status, pipeline_status
+from eos_ingest.status import pipeline_status
 from tests.kafka_helpers import TxProducer, watermarks
 
 pytestmark = pytest.mark.integration
@@ -115,34 +115,26 @@ def test_an_open_transaction_is_not_lag_until_it_commits(
     assert row["lag"] == lso(kafka_bootstrap, topic, 0) - committed == 6 + 1
 
 
-T0 = TopicPartition("t", 0)
-
-
-@pytest.mark.parametrize(
-    ("committed", "offsets", "start_from", "lag", "note"),
-    [
-        ({T0: 4}, [PartitionOffsets("t", 0, 0, 10)], "earliest", 6, None),
-        ({}, [PartitionOffsets("t", 0, 3, 10)], "earliest", 7, "new partition"),
-        ({}, [PartitionOffsets("t", 0, 3, 10)], "latest", 0, "new partition"),
-        ({T0: 2}, [PartitionOffsets("t", 0, 5, 10)], "earliest", 8, "offsets [2, 5) were deleted"),
-        ({T0: 20}, [PartitionOffsets("t", 0, 0, 10)], "earliest", -10, "last stable offset below"),
-        ({T0: 4}, [], "earliest", None, None),  # Kafka did not answer: DB part only
-    ],
-)
-def test_partition_status_names_what_the_next_plan_will_do(
-    committed: dict[TopicPartition, int],
-    offsets: list[PartitionOffsets],
+@pytest.mark.parametrize("start_from", ["earliest", "latest"])
+def test_cli_status_shows_the_pages_partitions_and_lag_for_a_partition_never_ingested(
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    make_pipeline: Callable[..., PipelineConfig],
+    store: ControlStore,
+    sqlite_url: str,
+    capsys: pytest.CaptureFixture[str],
     start_from: str,
-    lag: int | None,
-    note: str | None,
 ) -> None:
-    (row,) = partition_status(committed, offsets, start_from)
-    assert row["lag"] == lag
-    assert row["note"] is None if note is None else row["note"].startswith(note)
+    topic = make_topic(partitions=2)
+    TxProducer(kafka_bootstrap).transaction(topic, [{"id": i} for i in range(5)], commit=True, partition=0)
+    config = make_pipeline([topic], sqlite_url, start_from=start_from)
 
-
-def test_a_partition_added_to_a_known_topic_lags_from_its_log_start_even_with_latest() -> None:
-    offsets = [PartitionOffsets("t", 0, 0, 10), PartitionOffsets("t", 1, 2, 9)]
-    rows = partition_status({T0: 10}, offsets, "latest")
-    assert [(r["partition"], r["lag"]) for r in rows] == [(0, 0), (1, 7)]
-    assert rows[1]["note"] == "new partition: the next batch starts at its earliest offset"
+    assert cli_main(["status", "--config", str(config.source), "--limit", "3"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["partitions"] == pipeline_status(config, store)["partitions"]  # one implementation
+    end = lso(kafka_bootstrap, topic, 0)
+    assert end == 5 + 1  # the records and the commit marker
+    # latest: a topic the pipeline has never committed starts at its LSO, so nothing is lag yet
+    expected = {0: end, 1: 0} if start_from == "earliest" else {0: 0, 1: 0}
+    assert {row["partition"]: row["lag"] for row in shown["partitions"]} == expected
+    assert shown["total_lag"] == sum(expected.values()) and shown["batches"] == []

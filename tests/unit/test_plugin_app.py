@@ -6,15 +6,18 @@ renders its DB part and a kafka_error (what a status page must do while the brok
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.util
 import json
 import re
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import markupsafe
 import pytest
 import yaml
 from fastapi.testclient import TestClient
@@ -26,6 +29,7 @@ from tests.fixtures.kafka import free_port
 
 PLUGIN_FILE = paths.REPO_ROOT / "plugins" / "eos_ingest_plugin.py"
 XSS = "<script>alert('x')</script>"
+TEMPLATES = paths.REPO_ROOT / "eos_ingest" / "templates"
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +137,7 @@ def test_index_lists_every_pipeline_and_a_broken_file_as_an_escaped_error_row(
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
     page = response.text
     assert_escaped(page)
-    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page  # bad.yaml's error, escaped
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page  # bad.yaml's error, escaped
     assert '<a href="pipelines/demo">demo</a>' in page
     assert "no Kafka offsets" in page and "KafkaUnavailableError" in page
     assert f"#{site['b2']}" in page and "failed" in page  # the last batch
@@ -240,3 +244,71 @@ def test_data_docs_refuses_traversal_and_anything_outside_the_site(
     response = client.get(path)
     assert response.status_code == 404, response.text
     assert "no Data Docs page" in response.text  # refused by the endpoint, not just unrouted
+
+
+def poisoned(value: Any) -> Any:
+    """`value` with every string inside it prefixed by markup that closes an attribute and opens a script."""
+    if isinstance(value, str):
+        return f"\"'><script>alert(1)</script>{value}"
+    if isinstance(value, list):
+        return [poisoned(v) for v in value]
+    if isinstance(value, dict):
+        return {k: poisoned(v) for k, v in value.items()}
+    return value
+
+
+def test_every_text_of_a_status_is_escaped_on_both_pages(
+    plugin: ModuleType, client: TestClient, site: dict[str, Any]
+) -> None:
+    """Names, topics, paths, errors, notes, DQ failures, timestamps: any of them can carry markup."""
+    shown = poisoned(client.get("/api/pipelines/demo").json())
+    shown["kafka_error"] = None  # the Kafka columns and notes too
+    shown["partitions"] = poisoned(
+        [{"topic": "orders", "partition": 0, "committed_offset": 10, "log_start": 0,
+          "last_stable_offset": 12, "lag": 2, "note": "note"}]
+    )  # fmt: skip
+    shown["batches"][0]["dq_success"] = False
+    shown["batches"][0]["dq_critical_failures"] = poisoned(["critical"])
+    pages = {
+        "pipeline": plugin.render("pipeline.html", s=shown, batches=2, data_docs=True),
+        "index": plugin.render(
+            "index.html",
+            rows=[
+                {"name": poisoned("demo"), "status": shown, "error": None},
+                {"name": poisoned("bad"), "status": None, "error": poisoned("error")},
+            ],
+            error=None,
+            data_docs=True,
+        ),
+        "index, no folder": plugin.render("index.html", rows=[], error=poisoned("folder"), data_docs=False),
+        "error": plugin.render("error.html", code=401, message=poisoned("detail"), home=poisoned("/")),
+    }
+    for name, page in pages.items():
+        assert "<script" not in page and "&lt;script&gt;" in page, name
+        assert "\"'>" not in page, name  # no attribute closed by a value
+    failed = shown["batches"][0]
+    for text in (shown["partitions"][0]["note"], failed["dq_critical_failures"][0], failed["error"]):
+        assert str(markupsafe.escape(text)) in pages["pipeline"]  # shown, as text
+
+
+def test_templates_load_from_the_package_whatever_the_working_directory(
+    plugin: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "error.html").write_text("not ours")
+    plugin._templates.cache_clear()
+    page = plugin.render("error.html", code=404, message="gone", home="/")
+    assert "not ours" not in page and "<h1>404</h1>" in page
+    assert plugin._templates().get_template("error.html").filename == str(TEMPLATES / "error.html")
+
+
+def test_every_template_is_package_data() -> None:
+    """pip install puts the templates beside eos_ingest (pyproject's package-data), or the pages 500."""
+    pyproject = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())
+    globs = pyproject["tool"]["setuptools"]["package-data"]["eos_ingest"]
+    files = sorted(TEMPLATES.rglob("*.html"))
+    assert files, TEMPLATES
+    for file in files:
+        relative = file.relative_to(TEMPLATES.parent).as_posix()
+        assert any(fnmatch.fnmatch(relative, g) for g in globs), f"{relative} is not in {globs}"
