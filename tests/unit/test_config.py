@@ -14,7 +14,6 @@ from eos_ingest import paths
 from eos_ingest.config import (
     PipelineConfig,
     is_secret_key,
-    load_all_pipelines,
     load_pipeline,
     load_pipeline_by_name,
     parse_ddl,
@@ -83,7 +82,6 @@ def test_demo_pipeline_loads(state_dir: Path) -> None:
     assert cfg.control_db_url == f"sqlite:///{state_dir.resolve()}/control.db"
     assert cfg.kafka_settings == {"bootstrap.servers": "127.0.0.1:9092"}
     assert (cfg.schedule, cfg.kafka_conn_id, cfg.expectations) == ("@hourly", "kafka_default", ())
-    assert [c.name for c in load_all_pipelines(paths.REPO_ROOT / "pipelines")].count("demo") == 1
 
 
 def test_defaults_of_a_minimal_file(tmp_path: Path, state_dir: Path) -> None:
@@ -329,21 +327,18 @@ def test_is_secret_key(key: str, secret: bool) -> None:
     assert is_secret_key(key) is secret
 
 
-def test_load_by_name_and_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_load_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "pipelines"
     write(folder, with_(name="zeta", topics=["z"]), name="zeta")
     write(folder, BASE, name="orders")
     (folder / "notes.txt").write_text("not a pipeline")
-    assert [c.name for c in load_all_pipelines(folder)] == ["orders", "zeta"]
+    assert load_pipeline_by_name("orders", folder).name == "orders"
     monkeypatch.setenv("EOS_PIPELINES_DIR", str(folder))
     assert load_pipeline_by_name("zeta").topics == ("z",)
-    assert [c.name for c in load_all_pipelines()] == ["orders", "zeta"]
     with pytest.raises(ConfigError, match=r"no pipeline 'order'.*did you mean 'orders'.*known: orders, zeta"):
         load_pipeline_by_name("order")
     with pytest.raises(ConfigError, match=re.escape("no pipeline '../orders'")):
         load_pipeline_by_name("../orders")
-    with pytest.raises(ConfigError, match="does not exist; create it or set EOS_PIPELINES_DIR"):
-        load_all_pipelines(tmp_path / "missing")
 
 
 def test_config_is_frozen_and_hashable(tmp_path: Path) -> None:
@@ -366,3 +361,102 @@ def test_config_is_frozen_and_hashable(tmp_path: Path) -> None:
 )  # fmt: skip
 def test_parse_ddl(ddl: str, columns: list[tuple[str, str]]) -> None:
     assert parse_ddl(ddl) == columns
+
+
+def test_every_mistake_of_a_file_is_reported_in_one_error(tmp_path: Path) -> None:
+    doc = with_(start_from="oldest", topics=["ok", "bad topic"], output={"partition_by": ["regoin"]})
+    path = write(tmp_path, doc)
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(path)
+    lines = str(raised.value).splitlines()
+    assert lines == [
+        f"{path}: 3 problems, fix each:",
+        f"- {path}: topics[1] = 'bad topic' is not valid; a Kafka topic name is 1-249 characters of "
+        "[a-zA-Z0-9._-]",
+        f"- {path}: start_from = 'oldest' is not valid; use 'earliest' or 'latest'",
+        f"- {path}: output.partition_by[0] = 'regoin' is not valid; use one of id, region, tags, price, "
+        "event_date, kafka_topic, kafka_partition (did you mean 'region'?)",
+    ]
+
+
+def test_mistakes_in_every_section_and_an_unset_variable_are_all_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NO_SUCH_MAX", raising=False)
+    doc = with_(
+        name="Orders",
+        colour="blue",
+        max_records_per_partition="${NO_SUCH_MAX}",
+        value__shema="a INT",
+        output={"path": "s3://b/t"},
+        schedule="99 99 * * *",
+        expectations=[{"column": "id"}],
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(write(tmp_path, doc))
+    message = str(raised.value)
+    keys = [line.split(": ", 1)[1].split(" = ")[0] for line in message.splitlines()[1:]]
+    assert message.splitlines()[0].endswith(": 7 problems, fix each:")
+    assert keys == [
+        "max_records_per_partition",  # the unset variable, once: not also "not a whole number"
+        "name",
+        "value.shema",
+        "output.path",
+        "schedule",
+        "expectations[0]",
+        "colour",  # unknown keys come last
+    ]
+    assert "environment variable NO_SUCH_MAX is not set" in message
+
+
+# (schedule, accepted)
+SCHEDULES = [
+    pytest.param(None, True, id="null-manual"),
+    *(pytest.param(p, True, id=p) for p in ("@once", "@continuous", "@hourly", "@daily", "@weekly",
+                                             "@monthly", "@quarterly", "@yearly")),
+    pytest.param("*/15 * * * *", True, id="every-15-min"),
+    pytest.param("30 2 * * MON-FRI", True, id="weekdays"),
+    pytest.param("0 0 29 2 *", True, id="leap-day"),
+    pytest.param("99 99 * * *", False, id="out-of-range"),
+    pytest.param("0 24 * * *", False, id="hour-24"),
+    pytest.param("0 0 * 13 *", False, id="month-13"),
+    pytest.param("0 0 31 2 *", False, id="never-fires"),
+    pytest.param("a b c d e", False, id="letters"),
+    pytest.param("0 0 * * * 30", False, id="six-fields"),
+    pytest.param("* * * *", False, id="four-fields"),
+    pytest.param("@minutely", False, id="not-a-preset"),
+    pytest.param("@midnight", False, id="croniter-alias-not-airflow-preset"),
+    pytest.param(5, False, id="number"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("schedule", "accepted"), SCHEDULES)
+def test_schedule_is_an_airflow_preset_a_cron_croniter_takes_or_null(
+    tmp_path: Path, schedule: Any, accepted: bool
+) -> None:
+    path = write(tmp_path, with_(schedule=schedule))
+    if accepted:
+        assert load_pipeline(path).schedule == schedule
+        return
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: schedule = {schedule!r} is not valid; ")
+    assert (
+        "use a 5-field cron 'minute hour day-of-month month day-of-week' in UTC, e.g. '30 2 * * *'" in message
+    )
+    assert "@hourly" in message and "or null" in message
+
+
+def test_an_out_of_range_cron_says_what_is_out_of_range(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"schedule = '99 99 \* \* \*' is not valid; \[99 99 \* \* \*\] is not "
+                       r"acceptable, out of range; use a 5-field cron"):  # fmt: skip
+        load_pipeline(write(tmp_path, with_(schedule="99 99 * * *")))
+
+
+def test_a_name_too_long_for_an_airflow_dag_id_is_refused(tmp_path: Path) -> None:
+    name = "n" * 237  # eos_backfill__ + 237 characters > 250
+    path = write(tmp_path, with_(name=name), name=name)
+    with pytest.raises(ConfigError, match="use at most 236 characters"):
+        load_pipeline(path)
+    assert load_pipeline(write(tmp_path, with_(name=name[:-1]), name=name[:-1])).name == name[:-1]

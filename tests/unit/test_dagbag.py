@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from eos_ingest import paths
-from eos_ingest.config import load_all_pipelines, load_pipeline
+from eos_ingest.config import PipelineConfig, load_pipeline
 
 # Airflow reads its config when first imported: a throw-away AIRFLOW_HOME, never ~/airflow.
 os.environ.setdefault("AIRFLOW_HOME", str(paths.state_dir() / "airflow-unit-tests"))
@@ -29,6 +29,10 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 
 DAGS = paths.REPO_ROOT / "dags"
 PIPELINES = paths.REPO_ROOT / "pipelines"
+
+
+def repo_pipelines() -> list[PipelineConfig]:
+    return [load_pipeline(p) for p in sorted(PIPELINES.glob("*.yaml"))]
 
 
 def dag_bag(pipelines_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
@@ -49,7 +53,7 @@ def test_the_dag_folder_imports_without_errors(bag: Any) -> None:
 
 
 def test_every_pipeline_has_an_ingest_and_a_backfill_dag(bag: Any) -> None:
-    names = [c.name for c in load_all_pipelines(PIPELINES)]
+    names = [c.name for c in repo_pipelines()]
 
     assert names, "pipelines/ holds at least the demo"
     assert sorted(bag.dag_ids) == sorted(
@@ -60,7 +64,7 @@ def test_every_pipeline_has_an_ingest_and_a_backfill_dag(bag: Any) -> None:
 def test_the_ingest_dag_runs_one_at_a_time_on_the_pipeline_schedule(bag: Any) -> None:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    for config in load_all_pipelines(PIPELINES):
+    for config in repo_pipelines():
         dag = bag.dags[f"eos_ingest__{config.name}"]
         assert dag.max_active_runs == 1 and dag.catchup is False
         assert dag.schedule == config.schedule
@@ -116,7 +120,7 @@ def test_the_backfill_dag_is_manual_with_a_documented_trigger_form(bag: Any) -> 
 def test_publish_emits_the_table_asset(bag: Any) -> None:
     from airflow.sdk import Asset
 
-    for config in load_all_pipelines(PIPELINES):
+    for config in repo_pipelines():
         table = Asset(uri=config.output_path.as_uri())
         for dag_id in (f"eos_ingest__{config.name}", f"eos_backfill__{config.name}"):
             assert bag.dags[dag_id].get_task("publish").outlets == [table]
