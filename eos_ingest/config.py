@@ -41,16 +41,8 @@ import yaml
 from pydantic import ValidationError
 
 from eos_ingest import paths
-from eos_ingest.config_model import (
-    NAME,
-    RESERVED_COLUMNS,
-    SCHEDULE_PRESETS,
-    START_FROM,
-    VALUE_FORMATS,
-    PipelineFile,
-    hint,
-    parse_ddl,
-)
+from eos_ingest.config_ddl import RESERVED_COLUMNS, hint, parse_ddl
+from eos_ingest.config_model import NAME, SCHEDULE_PRESETS, START_FROM, VALUE_FORMATS, PipelineFile
 from eos_ingest.errors import ConfigError
 
 __all__ = [

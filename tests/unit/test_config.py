@@ -390,7 +390,7 @@ def test_mistakes_in_every_section_and_an_unset_variable_are_all_reported(
         value__shema="a INT",
         output={"path": "s3://b/t"},
         schedule="99 99 * * *",
-        expectations=[{"column": "id"}],
+        expectations=[{"type": "expect_column_values_to_not_be_nul", "column": "id"}],
     )
     with pytest.raises(ConfigError) as raised:
         load_pipeline(write(tmp_path, doc))
@@ -403,7 +403,7 @@ def test_mistakes_in_every_section_and_an_unset_variable_are_all_reported(
         "value.shema",
         "output.path",
         "schedule",
-        "expectations[0]",
+        "expectations[0].type",
         "colour",  # unknown keys come last
     ]
     assert "environment variable NO_SUCH_MAX is not set" in message
@@ -452,6 +452,56 @@ def test_an_out_of_range_cron_says_what_is_out_of_range(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"schedule = '99 99 \* \* \*' is not valid; \[99 99 \* \* \*\] is not "
                        r"acceptable, out of range; use a 5-field cron"):  # fmt: skip
         load_pipeline(write(tmp_path, with_(schedule="99 99 * * *")))
+
+
+# (expectation, key of the problem, words of the fix)
+BAD_EXPECTATIONS = [
+    pytest.param({"type": "expect_column_values_to_not_be_nul", "column": "id"}, "expectations[0].type",
+                 "did you mean 'expect_column_values_to_not_be_null'", id="type-typo"),
+    pytest.param({"type": "ExpectColumnValuesToNotBeNull", "column": "id"}, "expectations[0].type",
+                 "snake case", id="type-class-name"),
+    pytest.param({"type": "expect_column_values_to_be_between", "column": "id", "min_valu": 0},
+                 "expectations[0].min_valu", "has no such field (did you mean 'min_value'?)", id="field-typo"),
+    pytest.param({"type": "expect_column_values_to_be_between", "min_value": 0}, "expectations[0].column",
+                 "expect_column_values_to_be_between needs column; add column", id="required-missing"),
+    pytest.param({"type": "expect_column_pair_values_to_be_equal", "column_A": "a"}, "expectations[0].column_B",
+                 "needs column_A, column_B", id="second-required-missing"),
+    pytest.param({"type": "expect_column_values_to_not_be_null", "column": "id", "severity": "fatal"},
+                 "expectations[0].severity", "use critical or info or warning", id="severity"),
+    pytest.param({"column": "id"}, "expectations[0]", 'a "type"', id="no-type"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("item", "key", "fix"), BAD_EXPECTATIONS)
+def test_expectations_are_checked_against_gx_types_when_the_file_loads(
+    tmp_path: Path, item: dict[str, Any], key: str, fix: str
+) -> None:
+    path = write(tmp_path, with_(expectations=[item]))
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: {key} = ")
+    assert fix in message
+
+
+def test_valid_expectations_load_unchanged(tmp_path: Path) -> None:
+    items = [
+        {"type": "expect_column_values_to_not_be_null", "column": "id", "mostly": 0.99},
+        {"type": "expect_column_values_to_be_between", "column": "price", "min_value": 0,
+         "severity": "warning", "meta": {"owner": "orders"}, "row_condition": "region IS NOT NULL",
+         "condition_parser": "spark"},
+        {"type": "expect_table_row_count_to_be_between", "min_value": 1},
+        {"type": "expect_compound_columns_to_be_unique", "column_list": ["id", "region"], "notes": "one id"},
+    ]  # fmt: skip
+    assert load_pipeline(write(tmp_path, with_(expectations=items))).expectations == tuple(items)
+
+
+def test_the_gx_type_table_matches_the_installed_great_expectations() -> None:
+    from eos_ingest import gx_types
+
+    text = Path(gx_types.__file__).read_text(encoding="utf-8")
+    block = text.split("# -- generated: begin\n", 1)[1].split("\n# -- generated: end", 1)[0]
+    assert block == gx_types.from_installed_gx(), "run .venv/bin/python -m eos_ingest.gx_types"
 
 
 def test_a_name_too_long_for_an_airflow_dag_id_is_refused(tmp_path: Path) -> None:
