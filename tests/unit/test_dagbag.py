@@ -145,6 +145,51 @@ def test_a_broken_pipeline_file_is_an_import_error_naming_it_and_hides_no_other(
     assert "typo.yaml: schedul = '@daily' is not valid; unknown key (did you mean 'schedule'?)" in message
 
 
+def test_a_schedule_airflow_refuses_is_reported_with_its_file_and_hides_no_other_dag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copy(PIPELINES / "demo.yaml", tmp_path / "demo.yaml")
+    (tmp_path / "nightly.yaml").write_text(
+        "name: nightly\ntopics: [t]\nvalue: {format: raw}\nschedule: '99 99 * * *'\n"
+    )
+
+    bag = dag_bag(tmp_path, monkeypatch)
+
+    assert sorted(bag.dag_ids) == ["eos_backfill__demo", "eos_ingest__demo"]
+    # Airflow marks every DAG of a file that has an import error stale (no runs): a bad schedule
+    # must be charged to eos_pipeline_files.py, which has no DAG, never to eos_pipelines.py.
+    assert [Path(where).name for where in bag.import_errors] == ["eos_pipeline_files.py"]
+    message = next(iter(bag.import_errors.values()))
+    assert "nightly.yaml: schedule = '99 99 * * *' is not valid" in message
+    assert "use a 5-field cron 'minute hour day-of-month month day-of-week'" in message
+
+
+def test_a_pipeline_whose_dag_airflow_refuses_after_it_loads_gets_no_dag_and_hides_no_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The factory's own guard behind the config check: a rule the config does not know (here a
+    schedule slipped past it) costs that pipeline its DAGs, never an import error of the factory."""
+    import dataclasses
+
+    from eos_ingest import config as config_module
+
+    shutil.copy(PIPELINES / "demo.yaml", tmp_path / "demo.yaml")
+    (tmp_path / "nightly.yaml").write_text("name: nightly\ntopics: [t]\nvalue: {format: raw}\n")
+    load = config_module.load_pipeline
+
+    def load_past_the_check(path: str | Path) -> PipelineConfig:
+        config = load(path)
+        return dataclasses.replace(config, schedule="99 99 * * *") if config.name == "nightly" else config
+
+    monkeypatch.setattr(config_module, "load_pipeline", load_past_the_check)
+    with caplog.at_level(logging.ERROR):
+        bag = dag_bag(tmp_path, monkeypatch)
+
+    assert sorted(bag.dag_ids) == ["eos_backfill__demo", "eos_ingest__demo"]
+    assert bag.import_errors == {}
+    assert "nightly.yaml: no DAG, Airflow refuses it" in caplog.text
+
+
 # -- the Kafka connection on its way to the Spark job ----------------------------------------------
 
 
