@@ -94,9 +94,7 @@ def _distinct_topics(topics: list[str]) -> list[str]:
 
 
 def _kafka(value: Any) -> dict[str, str] | None:
-    if value is None:
-        return None  # no `kafka:` section: the built-in default (config.py)
-    if not isinstance(value, dict):
+    if not isinstance(value, dict):  # only a given `kafka:` is checked; absent, config.py's default
         raise problem("give a mapping of librdkafka settings")
     settings: dict[str, str] = {}
     for k, v in value.items():
@@ -212,7 +210,7 @@ def _partition_list(value: Any) -> Any:
     return value
 
 
-_Path = Annotated[Path | None, BeforeValidator(lambda v: v if v is None else _local_path(v))]
+_Path = Annotated[Path | None, BeforeValidator(_local_path)]  # None: not given, PipelineFile fills it
 
 
 class OutputSection(_Section):
