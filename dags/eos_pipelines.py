@@ -6,7 +6,8 @@
 
 Wiring only: every decision lives in eos_ingest (plan_batch, backfill, quality, airflow_conn) and
 is tested without Airflow. A pipeline file that does not load is skipped here and reported, with
-its file name, as the import error of dags/eos_pipeline_files.py, so it never hides the others.
+its file name, as the import error of dags/eos_pipeline_files.py, so it never hides the others
+(nor does a DAG that Airflow would refuse: see _pipeline_dags).
 Nothing here touches Kafka, a database or a connection while the file is parsed.
 """
 
@@ -273,6 +274,7 @@ def ingest_dag(config: PipelineConfig) -> DAG:
         start_date=datetime(2024, 1, 1, tzinfo=UTC),
         catchup=False,
         max_active_runs=1,
+        auto_register=False,  # exposed through the module globals only, once checked
         default_args=DEFAULT_ARGS,
         tags=["eos-ingest", f"pipeline:{config.name}"],
         doc_md=_doc(config, f"Exactly-once ingest of pipeline **{config.name}**: Kafka -> Delta."),
@@ -337,6 +339,7 @@ def backfill_dag(config: PipelineConfig) -> DAG:
         start_date=datetime(2024, 1, 1, tzinfo=UTC),
         catchup=False,
         max_active_runs=1,
+        auto_register=False,  # exposed through the module globals only, once checked
         default_args=DEFAULT_ARGS,
         params=backfill_params(config),
         tags=["eos-ingest", "backfill", f"pipeline:{config.name}"],
@@ -352,10 +355,27 @@ def _pipeline_files() -> list[Path]:
     return sorted(folder.glob("*.yaml")) if folder.is_dir() else []
 
 
-for _file in _pipeline_files():
+def _pipeline_dags(file: Path) -> list[DAG]:
+    """Both DAGs of one pipeline file, or none when the file does not load or Airflow refuses one.
+
+    Airflow marks every DAG of a file that has an import error stale (never run), so one pipeline
+    must never raise here: load errors are reported by dags/eos_pipeline_files.py, and the DAGs
+    are checked as DagBag checks them (`validate`: the schedule, ...) before the module exposes them.
+    """
     try:
-        _config = load_pipeline(_file)
+        config = load_pipeline(file)
     except Exception:  # reported with its file name by dags/eos_pipeline_files.py
-        continue
-    for _dag in (ingest_dag(_config), backfill_dag(_config)):
+        return []
+    try:
+        dags = [ingest_dag(config), backfill_dag(config)]
+        for dag in dags:
+            dag.validate()
+    except Exception:
+        log.exception("pipeline file %s: no DAG, Airflow refuses it; the other pipelines are fine", file)
+        return []
+    return dags
+
+
+for _file in _pipeline_files():
+    for _dag in _pipeline_dags(_file):
         globals()[_dag.dag_id] = _dag

@@ -14,7 +14,6 @@ from eos_ingest import paths
 from eos_ingest.config import (
     PipelineConfig,
     is_secret_key,
-    load_all_pipelines,
     load_pipeline,
     load_pipeline_by_name,
     parse_ddl,
@@ -83,7 +82,6 @@ def test_demo_pipeline_loads(state_dir: Path) -> None:
     assert cfg.control_db_url == f"sqlite:///{state_dir.resolve()}/control.db"
     assert cfg.kafka_settings == {"bootstrap.servers": "127.0.0.1:9092"}
     assert (cfg.schedule, cfg.kafka_conn_id, cfg.expectations) == ("@hourly", "kafka_default", ())
-    assert [c.name for c in load_all_pipelines(paths.REPO_ROOT / "pipelines")].count("demo") == 1
 
 
 def test_defaults_of_a_minimal_file(tmp_path: Path, state_dir: Path) -> None:
@@ -172,6 +170,10 @@ INVALID = [
     pytest.param(with_(expectations={"type": "x"}), "expectations", "{'type': 'x'}", "give a list", id="expectations-not-list"),
     pytest.param(with_(kafka={"sasl": {"user": "u"}}), "kafka.sasl", "{'user': 'u'}", "scalar value", id="kafka-nested"),
     pytest.param(with_(kafka=["a"]), "kafka", "['a']", "mapping of librdkafka", id="kafka-not-mapping"),
+    pytest.param(with_(kafka=None), "kafka", "None", "mapping of librdkafka", id="kafka-null"),
+    pytest.param(with_(output={"path": None}), "output.path", "None", "non-empty path", id="output-path-null"),
+    pytest.param(with_(value=None), "value", "None", "must be a mapping", id="value-null"),
+    pytest.param(with_(expectations=None), "expectations", "None", "give a list", id="expectations-null"),
     pytest.param(with_(kafka={"isolation.level": "read_uncommitted"}), "kafka.isolation.level", "'read_uncommitted'", "always read_committed", id="isolation-level"),
     pytest.param(with_(kafka_conn_id=""), "kafka_conn_id", "''", "null for none", id="conn-id-empty"),
     pytest.param(with_(topic=["orders"]), "topic", "['orders']", "did you mean 'topics'", id="unknown-key"),
@@ -329,21 +331,18 @@ def test_is_secret_key(key: str, secret: bool) -> None:
     assert is_secret_key(key) is secret
 
 
-def test_load_by_name_and_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_load_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "pipelines"
     write(folder, with_(name="zeta", topics=["z"]), name="zeta")
     write(folder, BASE, name="orders")
     (folder / "notes.txt").write_text("not a pipeline")
-    assert [c.name for c in load_all_pipelines(folder)] == ["orders", "zeta"]
+    assert load_pipeline_by_name("orders", folder).name == "orders"
     monkeypatch.setenv("EOS_PIPELINES_DIR", str(folder))
     assert load_pipeline_by_name("zeta").topics == ("z",)
-    assert [c.name for c in load_all_pipelines()] == ["orders", "zeta"]
     with pytest.raises(ConfigError, match=r"no pipeline 'order'.*did you mean 'orders'.*known: orders, zeta"):
         load_pipeline_by_name("order")
     with pytest.raises(ConfigError, match=re.escape("no pipeline '../orders'")):
         load_pipeline_by_name("../orders")
-    with pytest.raises(ConfigError, match="does not exist; create it or set EOS_PIPELINES_DIR"):
-        load_all_pipelines(tmp_path / "missing")
 
 
 def test_config_is_frozen_and_hashable(tmp_path: Path) -> None:
@@ -366,3 +365,152 @@ def test_config_is_frozen_and_hashable(tmp_path: Path) -> None:
 )  # fmt: skip
 def test_parse_ddl(ddl: str, columns: list[tuple[str, str]]) -> None:
     assert parse_ddl(ddl) == columns
+
+
+def test_every_mistake_of_a_file_is_reported_in_one_error(tmp_path: Path) -> None:
+    doc = with_(start_from="oldest", topics=["ok", "bad topic"], output={"partition_by": ["regoin"]})
+    path = write(tmp_path, doc)
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(path)
+    lines = str(raised.value).splitlines()
+    assert lines == [
+        f"{path}: 3 problems, fix each:",
+        f"- {path}: topics[1] = 'bad topic' is not valid; a Kafka topic name is 1-249 characters of "
+        "[a-zA-Z0-9._-]",
+        f"- {path}: start_from = 'oldest' is not valid; use 'earliest' or 'latest'",
+        f"- {path}: output.partition_by[0] = 'regoin' is not valid; use one of id, region, tags, price, "
+        "event_date, kafka_topic, kafka_partition (did you mean 'region'?)",
+    ]
+
+
+def test_mistakes_in_every_section_and_an_unset_variable_are_all_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NO_SUCH_MAX", raising=False)
+    doc = with_(
+        name="Orders",
+        colour="blue",
+        max_records_per_partition="${NO_SUCH_MAX}",
+        value__shema="a INT",
+        output={"path": "s3://b/t"},
+        schedule="99 99 * * *",
+        expectations=[{"type": "expect_column_values_to_not_be_nul", "column": "id"}],
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(write(tmp_path, doc))
+    message = str(raised.value)
+    keys = [line.split(": ", 1)[1].split(" = ")[0] for line in message.splitlines()[1:]]
+    assert message.splitlines()[0].endswith(": 7 problems, fix each:")
+    assert keys == [
+        "max_records_per_partition",  # the unset variable, once: not also "not a whole number"
+        "name",
+        "value.shema",
+        "output.path",
+        "schedule",
+        "expectations[0].type",
+        "colour",  # unknown keys come last
+    ]
+    assert "environment variable NO_SUCH_MAX is not set" in message
+
+
+# (schedule, accepted)
+SCHEDULES = [
+    pytest.param(None, True, id="null-manual"),
+    *(pytest.param(p, True, id=p) for p in ("@once", "@continuous", "@hourly", "@daily", "@weekly",
+                                             "@monthly", "@quarterly", "@yearly")),
+    pytest.param("*/15 * * * *", True, id="every-15-min"),
+    pytest.param("30 2 * * MON-FRI", True, id="weekdays"),
+    pytest.param("0 0 29 2 *", True, id="leap-day"),
+    pytest.param("99 99 * * *", False, id="out-of-range"),
+    pytest.param("0 24 * * *", False, id="hour-24"),
+    pytest.param("0 0 * 13 *", False, id="month-13"),
+    pytest.param("0 0 31 2 *", False, id="never-fires"),
+    pytest.param("a b c d e", False, id="letters"),
+    pytest.param("0 0 * * * 30", False, id="six-fields"),
+    pytest.param("* * * *", False, id="four-fields"),
+    pytest.param("@minutely", False, id="not-a-preset"),
+    pytest.param("@midnight", False, id="croniter-alias-not-airflow-preset"),
+    pytest.param(5, False, id="number"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("schedule", "accepted"), SCHEDULES)
+def test_schedule_is_an_airflow_preset_a_cron_croniter_takes_or_null(
+    tmp_path: Path, schedule: Any, accepted: bool
+) -> None:
+    path = write(tmp_path, with_(schedule=schedule))
+    if accepted:
+        assert load_pipeline(path).schedule == schedule
+        return
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: schedule = {schedule!r} is not valid; ")
+    assert (
+        "use a 5-field cron 'minute hour day-of-month month day-of-week' in UTC, e.g. '30 2 * * *'" in message
+    )
+    assert "@hourly" in message and "or null" in message
+
+
+def test_an_out_of_range_cron_says_what_is_out_of_range(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"schedule = '99 99 \* \* \*' is not valid; \[99 99 \* \* \*\] is not "
+                       r"acceptable, out of range; use a 5-field cron"):  # fmt: skip
+        load_pipeline(write(tmp_path, with_(schedule="99 99 * * *")))
+
+
+# (expectation, key of the problem, words of the fix)
+BAD_EXPECTATIONS = [
+    pytest.param({"type": "expect_column_values_to_not_be_nul", "column": "id"}, "expectations[0].type",
+                 "did you mean 'expect_column_values_to_not_be_null'", id="type-typo"),
+    pytest.param({"type": "ExpectColumnValuesToNotBeNull", "column": "id"}, "expectations[0].type",
+                 "snake case", id="type-class-name"),
+    pytest.param({"type": "expect_column_values_to_be_between", "column": "id", "min_valu": 0},
+                 "expectations[0].min_valu", "has no such field (did you mean 'min_value'?)", id="field-typo"),
+    pytest.param({"type": "expect_column_values_to_be_between", "min_value": 0}, "expectations[0].column",
+                 "expect_column_values_to_be_between needs column; add column", id="required-missing"),
+    pytest.param({"type": "expect_column_pair_values_to_be_equal", "column_A": "a"}, "expectations[0].column_B",
+                 "needs column_A, column_B", id="second-required-missing"),
+    pytest.param({"type": "expect_column_values_to_not_be_null", "column": "id", "severity": "fatal"},
+                 "expectations[0].severity", "use critical or info or warning", id="severity"),
+    pytest.param({"column": "id"}, "expectations[0]", 'a "type"', id="no-type"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("item", "key", "fix"), BAD_EXPECTATIONS)
+def test_expectations_are_checked_against_gx_types_when_the_file_loads(
+    tmp_path: Path, item: dict[str, Any], key: str, fix: str
+) -> None:
+    path = write(tmp_path, with_(expectations=[item]))
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: {key} = ")
+    assert fix in message
+
+
+def test_valid_expectations_load_unchanged(tmp_path: Path) -> None:
+    items = [
+        {"type": "expect_column_values_to_not_be_null", "column": "id", "mostly": 0.99},
+        {"type": "expect_column_values_to_be_between", "column": "price", "min_value": 0,
+         "severity": "warning", "meta": {"owner": "orders"}, "row_condition": "region IS NOT NULL",
+         "condition_parser": "spark"},
+        {"type": "expect_table_row_count_to_be_between", "min_value": 1},
+        {"type": "expect_compound_columns_to_be_unique", "column_list": ["id", "region"], "notes": "one id"},
+    ]  # fmt: skip
+    assert load_pipeline(write(tmp_path, with_(expectations=items))).expectations == tuple(items)
+
+
+def test_the_gx_type_table_matches_the_installed_great_expectations() -> None:
+    from eos_ingest import gx_types
+
+    text = Path(gx_types.__file__).read_text(encoding="utf-8")
+    block = text.split("# -- generated: begin\n", 1)[1].split("\n# -- generated: end", 1)[0]
+    assert block == gx_types.from_installed_gx(), "run .venv/bin/python -m eos_ingest.gx_types"
+
+
+def test_a_name_too_long_for_an_airflow_dag_id_is_refused(tmp_path: Path) -> None:
+    name = "n" * 237  # eos_backfill__ + 237 characters > 250
+    path = write(tmp_path, with_(name=name), name=name)
+    with pytest.raises(ConfigError, match="use at most 236 characters"):
+        load_pipeline(path)
+    assert load_pipeline(write(tmp_path, with_(name=name[:-1]), name=name[:-1])).name == name[:-1]

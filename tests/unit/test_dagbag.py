@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from eos_ingest import paths
-from eos_ingest.config import load_all_pipelines, load_pipeline
+from eos_ingest.config import PipelineConfig, load_pipeline
 
 # Airflow reads its config when first imported: a throw-away AIRFLOW_HOME, never ~/airflow.
 os.environ.setdefault("AIRFLOW_HOME", str(paths.state_dir() / "airflow-unit-tests"))
@@ -29,6 +29,10 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 
 DAGS = paths.REPO_ROOT / "dags"
 PIPELINES = paths.REPO_ROOT / "pipelines"
+
+
+def repo_pipelines() -> list[PipelineConfig]:
+    return [load_pipeline(p) for p in sorted(PIPELINES.glob("*.yaml"))]
 
 
 def dag_bag(pipelines_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
@@ -49,7 +53,7 @@ def test_the_dag_folder_imports_without_errors(bag: Any) -> None:
 
 
 def test_every_pipeline_has_an_ingest_and_a_backfill_dag(bag: Any) -> None:
-    names = [c.name for c in load_all_pipelines(PIPELINES)]
+    names = [c.name for c in repo_pipelines()]
 
     assert names, "pipelines/ holds at least the demo"
     assert sorted(bag.dag_ids) == sorted(
@@ -60,7 +64,7 @@ def test_every_pipeline_has_an_ingest_and_a_backfill_dag(bag: Any) -> None:
 def test_the_ingest_dag_runs_one_at_a_time_on_the_pipeline_schedule(bag: Any) -> None:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    for config in load_all_pipelines(PIPELINES):
+    for config in repo_pipelines():
         dag = bag.dags[f"eos_ingest__{config.name}"]
         assert dag.max_active_runs == 1 and dag.catchup is False
         assert dag.schedule == config.schedule
@@ -116,7 +120,7 @@ def test_the_backfill_dag_is_manual_with_a_documented_trigger_form(bag: Any) -> 
 def test_publish_emits_the_table_asset(bag: Any) -> None:
     from airflow.sdk import Asset
 
-    for config in load_all_pipelines(PIPELINES):
+    for config in repo_pipelines():
         table = Asset(uri=config.output_path.as_uri())
         for dag_id in (f"eos_ingest__{config.name}", f"eos_backfill__{config.name}"):
             assert bag.dags[dag_id].get_task("publish").outlets == [table]
@@ -139,6 +143,51 @@ def test_a_broken_pipeline_file_is_an_import_error_naming_it_and_hides_no_other(
     assert "2 pipeline file(s)" in message
     assert "broken.yaml: value.schema = None is not valid" in message
     assert "typo.yaml: schedul = '@daily' is not valid; unknown key (did you mean 'schedule'?)" in message
+
+
+def test_a_schedule_airflow_refuses_is_reported_with_its_file_and_hides_no_other_dag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copy(PIPELINES / "demo.yaml", tmp_path / "demo.yaml")
+    (tmp_path / "nightly.yaml").write_text(
+        "name: nightly\ntopics: [t]\nvalue: {format: raw}\nschedule: '99 99 * * *'\n"
+    )
+
+    bag = dag_bag(tmp_path, monkeypatch)
+
+    assert sorted(bag.dag_ids) == ["eos_backfill__demo", "eos_ingest__demo"]
+    # Airflow marks every DAG of a file that has an import error stale (no runs): a bad schedule
+    # must be charged to eos_pipeline_files.py, which has no DAG, never to eos_pipelines.py.
+    assert [Path(where).name for where in bag.import_errors] == ["eos_pipeline_files.py"]
+    message = next(iter(bag.import_errors.values()))
+    assert "nightly.yaml: schedule = '99 99 * * *' is not valid" in message
+    assert "use a 5-field cron 'minute hour day-of-month month day-of-week'" in message
+
+
+def test_a_pipeline_whose_dag_airflow_refuses_after_it_loads_gets_no_dag_and_hides_no_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The factory's own guard behind the config check: a rule the config does not know (here a
+    schedule slipped past it) costs that pipeline its DAGs, never an import error of the factory."""
+    import dataclasses
+
+    from eos_ingest import config as config_module
+
+    shutil.copy(PIPELINES / "demo.yaml", tmp_path / "demo.yaml")
+    (tmp_path / "nightly.yaml").write_text("name: nightly\ntopics: [t]\nvalue: {format: raw}\n")
+    load = config_module.load_pipeline
+
+    def load_past_the_check(path: str | Path) -> PipelineConfig:
+        config = load(path)
+        return dataclasses.replace(config, schedule="99 99 * * *") if config.name == "nightly" else config
+
+    monkeypatch.setattr(config_module, "load_pipeline", load_past_the_check)
+    with caplog.at_level(logging.ERROR):
+        bag = dag_bag(tmp_path, monkeypatch)
+
+    assert sorted(bag.dag_ids) == ["eos_backfill__demo", "eos_ingest__demo"]
+    assert bag.import_errors == {}
+    assert "nightly.yaml: no DAG, Airflow refuses it" in caplog.text
 
 
 # -- the Kafka connection on its way to the Spark job ----------------------------------------------

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from eos_ingest import gx_context, quality
-from tests.unit.test_quality_suite import pipeline
+from tests.unit.test_quality_suite import pipeline, unchecked
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +28,8 @@ def test_warm_up_opens_the_gx_context_the_gate_then_reuses(tmp_path: Path) -> No
 
 
 def test_warm_up_leaves_a_bad_expectation_for_the_gate_to_report(tmp_path: Path) -> None:
-    config = pipeline(tmp_path, [{"type": "expect_column_values_to_not_be_nul", "column": "id"}])
+    # Made in code: a file with this type is refused when it loads.
+    config = unchecked(tmp_path, [{"type": "expect_column_values_to_not_be_nul", "column": "id"}])
 
     assert (
         quality.warm_up(config) is False

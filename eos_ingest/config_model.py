@@ -1,0 +1,282 @@
+"""The pydantic model of a pipeline file: every key's rule and fix, checked in one pass.
+
+Each validator raises `problem(fix)`; pydantic collects the problems of every key, and
+config.load_pipeline turns them into one ConfigError naming the file, the key, the value and the
+fix of each. The model holds the file's values (with defaults, paths resolved); config.py turns
+it into the frozen PipelineConfig the rest of the package uses.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from croniter import CroniterBadDateError, CroniterError, croniter
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from eos_ingest import gx_types, paths
+from eos_ingest.config_ddl import base_type, hint, parse_ddl
+
+START_FROM = ("earliest", "latest")
+VALUE_FORMATS = ("json", "raw")
+SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly",
+                    "@yearly")  # fmt: skip
+_UNPARTITIONABLE = ("ARRAY", "MAP", "STRUCT", "BINARY", "VARIANT")  # Spark refuses them as partitions
+_BUILTIN_PARTITIONS = ("event_date", "kafka_topic", "kafka_partition")
+_DAG_PREFIX = "eos_backfill__"  # the longer of the two DAG id prefixes (dags/eos_pipelines.py)
+_MAX_NAME = 250 - len(_DAG_PREFIX)  # Airflow refuses a DAG id longer than 250 characters
+_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+NAME = re.compile(r"[a-z0-9_]+")
+_CRON_FIX = (
+    "use a 5-field cron 'minute hour day-of-month month day-of-week' in UTC, e.g. '30 2 * * *' "
+    f"(02:30 every day) or '*/15 * * * *', one of {', '.join(SCHEDULE_PRESETS)}, or null for manual runs"
+)
+_EXAMPLE = "{type: expect_column_values_to_not_be_null, column: id}"
+_UNSET = object()
+
+
+def problem(fix: str, *, at: str = "", value: Any = _UNSET) -> PydanticCustomError:
+    """A problem of the key being validated; `at` names a key below it, `value` replaces its input."""
+    ctx: dict[str, Any] = {"fix": fix, "at": at}
+    if value is not _UNSET:
+        ctx["value"] = value
+    return PydanticCustomError("eos_config", "{fix}", ctx)
+
+
+def _choice(choices: tuple[str, ...]) -> BeforeValidator:
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise problem(f"use {' or '.join(repr(c) for c in choices)}")
+        return str(value)
+
+    return BeforeValidator(check)
+
+
+def _name(value: Any, info: ValidationInfo) -> str:
+    stem = info.context["stem"] if info.context else value
+    if not (isinstance(value, str) and NAME.fullmatch(value) and value == stem):
+        raise problem(f"set it to the file name {stem!r} ([a-z0-9_]+)")
+    if len(value) > _MAX_NAME:
+        raise problem(
+            f"use at most {_MAX_NAME} characters, so that the DAG id {_DAG_PREFIX}<name> fits Airflow"
+        )
+    return value
+
+
+def _topic_list(value: Any) -> Any:
+    if not (isinstance(value, list) and value):
+        raise problem("give a list of one or more topics, e.g. [orders]")
+    return value
+
+
+def _topic(value: Any) -> str:
+    if not (isinstance(value, str) and _TOPIC.fullmatch(value) and value not in (".", "..")):
+        raise problem("a Kafka topic name is 1-249 characters of [a-zA-Z0-9._-]")
+    return value
+
+
+def _distinct_topics(topics: list[str]) -> list[str]:
+    for i, t in enumerate(topics):
+        if topics.index(t) != i:
+            raise problem("the topic is listed twice; remove one", at=f"[{i}]", value=t)
+    return topics
+
+
+def _kafka(value: Any) -> dict[str, str] | None:
+    if not isinstance(value, dict):  # only a given `kafka:` is checked; absent, config.py's default
+        raise problem("give a mapping of librdkafka settings")
+    settings: dict[str, str] = {}
+    for k, v in value.items():
+        v = str(v).lower() if isinstance(v, bool) else v  # YAML true is True; librdkafka wants "true"
+        if not (isinstance(k, str) and isinstance(v, str | int | float)):
+            raise problem("a librdkafka setting is `name: value` with a scalar value", at=f".{k}", value=v)
+        settings[k] = str(v)
+    # Exactly-once rests on reading committed transactions only: config must not weaken it.
+    level = settings.get("isolation.level", "read_committed")
+    if level != "read_committed":
+        raise problem("remove it; reads are always read_committed", at=".isolation.level", value=level)
+    return settings
+
+
+def _conn_id(value: Any) -> str | None:
+    if value is not None and not (isinstance(value, str) and value.strip()):
+        raise problem("give an Airflow connection id, or null for none")
+    return value
+
+
+def _max_records(value: Any) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)  # what a ${VAR} gives is always a string
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        raise problem("use a whole number >= 1, e.g. 100000")
+    return value
+
+
+def _local_path(value: Any) -> Path:
+    if not (isinstance(value, str) and value.strip()):
+        raise problem("give a non-empty path")
+    if "://" in value:
+        raise problem("only local or mounted paths are supported for now")
+    path = Path(value).expanduser()
+    return (path if path.is_absolute() else paths.state_dir() / path).resolve()
+
+
+def _db_url(url: Any) -> str:
+    if url is None:
+        return f"sqlite:///{paths.state_dir() / 'control.db'}"
+    if not (isinstance(url, str) and re.match(r"(sqlite|postgresql)(\+\w+)?://", url)):
+        raise problem("use sqlite:///<file> or postgresql+psycopg://user@host/db")
+    if url.startswith("sqlite:///") and not url.startswith(("sqlite:////", "sqlite:///:memory:")):
+        # A relative SQLite path would follow the working directory of each Airflow process.
+        return f"sqlite:///{paths.state_dir() / url.removeprefix('sqlite:///')}"
+    return url
+
+
+def check_schedule(value: Any) -> str | None:
+    """An Airflow preset, a 5-field cron croniter takes (as Airflow does) that fires, or None."""
+    if value is None or value in SCHEDULE_PRESETS:
+        return value
+    if not isinstance(value, str) or value.startswith("@") or len(value.split()) != 5:
+        raise problem(_CRON_FIX)
+    try:
+        croniter(value).get_next(datetime, start_time=datetime(2000, 1, 1))
+    except CroniterBadDateError:
+        raise problem(f"it never fires (no such date); {_CRON_FIX}") from None
+    except CroniterError as e:  # what Airflow's timetable validation refuses
+        raise problem(f"{e}; {_CRON_FIX}") from None
+    return value
+
+
+def _expectation_list(value: Any) -> Any:
+    if not isinstance(value, list):
+        raise problem("give a list of expectation configs, or []")
+    return value
+
+
+def _expectation(item: Any) -> dict[str, Any]:
+    if not (isinstance(item, dict) and isinstance(item.get("type"), str)):
+        raise problem(f'each item is a mapping with a "type", e.g. {_EXAMPLE}')
+    found = gx_types.check_expectation(item)
+    if found:
+        at, value, fix = found
+        raise problem(fix, at=f".{at}", value=value)
+    return dict(item)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ValueSection(_Section):
+    """`value:` -- json with a Spark DDL schema, or raw bytes."""
+
+    format: Annotated[str, _choice(VALUE_FORMATS)] = "json"
+    schema_: str | None = Field(default=None, alias="schema", validate_default=True)
+
+    @field_validator("schema_", mode="before")
+    @classmethod
+    def _schema(cls, schema: Any, info: ValidationInfo) -> str | None:
+        fmt = info.data.get("format")  # absent when it was refused: nothing to check against
+        if fmt == "raw" and schema is not None:
+            raise problem("remove it (raw values stay bytes) or use format json")
+        if fmt == "json":
+            if not (isinstance(schema, str) and schema.strip()):
+                raise problem('give the Spark DDL of the values, e.g. "id BIGINT, name STRING"')
+            try:
+                parse_ddl(schema)
+            except ValueError as e:
+                raise problem(str(e)) from None
+        return schema
+
+    @property
+    def columns(self) -> tuple[tuple[str, str], ...]:
+        return tuple(parse_ddl(self.schema_)) if self.format == "json" and self.schema_ else ()
+
+
+def _partition_list(value: Any) -> Any:
+    if not isinstance(value, list):
+        raise problem("give a list of columns, e.g. [event_date]")
+    return value
+
+
+_Path = Annotated[Path | None, BeforeValidator(_local_path)]  # None: not given, PipelineFile fills it
+
+
+class OutputSection(_Section):
+    """`output:`; PipelineFile fills the default paths and checks the partition columns."""
+
+    path: _Path = None
+    quarantine_path: _Path = None
+    partition_by: Annotated[tuple[Any, ...], BeforeValidator(_partition_list)] = ("event_date",)
+
+
+class PipelineFile(_Section):
+    """One pipeline file, every default filled in. Validate with context={"stem": <file stem>}."""
+
+    name: Annotated[str, BeforeValidator(_name)] = Field(default=None, validate_default=True)
+    topics: Annotated[
+        list[Annotated[str, BeforeValidator(_topic)]],
+        BeforeValidator(_topic_list),
+        AfterValidator(_distinct_topics),
+    ] = Field(default=None, validate_default=True)
+    kafka: Annotated[dict[str, str] | None, BeforeValidator(_kafka)] = None
+    kafka_conn_id: Annotated[str | None, BeforeValidator(_conn_id)] = "kafka_default"
+    start_from: Annotated[str, _choice(START_FROM)] = "earliest"
+    max_records_per_partition: Annotated[int, BeforeValidator(_max_records)] = 100_000
+    value: ValueSection = Field(default_factory=dict, validate_default=True)
+    output: OutputSection = Field(default_factory=dict, validate_default=True)
+    control_db_url: Annotated[str, BeforeValidator(_db_url)] = Field(default=None, validate_default=True)
+    schedule: Annotated[str | None, BeforeValidator(check_schedule)] = "@hourly"
+    expectations: Annotated[
+        list[Annotated[dict[str, Any], BeforeValidator(_expectation)]], BeforeValidator(_expectation_list)
+    ] = []
+
+    @field_validator("output")
+    @classmethod
+    def _output(cls, output: OutputSection, info: ValidationInfo) -> OutputSection:
+        name = info.data.get("name") or (info.context or {}).get("stem", "")
+        path = output.path or _local_path(f"tables/{name}")
+        quarantine = output.quarantine_path or Path(f"{path}_quarantine")
+        if quarantine == path:
+            raise problem("it must differ from output.path", at=".quarantine_path", value=str(quarantine))
+        value = info.data.get("value")
+        if value is None:  # the schema was refused: its columns are unknown
+            return output.model_copy(update={"path": path, "quarantine_path": quarantine})
+        allowed = {n.lower(): (n, base_type(t)) for n, t in value.columns}
+        allowed.update({n: (n, "") for n in _BUILTIN_PARTITIONS})
+        names = [n for n, _ in allowed.values()]
+        chosen: list[str] = []
+        for i, col in enumerate(output.partition_by):
+            at = f".partition_by[{i}]"
+            canonical, base = allowed.get(str(col).lower(), ("", ""))
+            if not (isinstance(col, str) and canonical):
+                raise problem(f"use one of {', '.join(names)}{hint(str(col), names)}", at=at, value=col)
+            if base in _UNPARTITIONABLE:
+                raise problem(f"a {base} column cannot partition a table", at=at, value=col)
+            if canonical in chosen:
+                raise problem("the column is listed twice; remove one", at=at, value=col)
+            chosen.append(canonical)  # the schema's spelling, so the writer finds the column
+        update = {"path": path, "quarantine_path": quarantine, "partition_by": tuple(chosen)}
+        return output.model_copy(update=update)
+
+    @classmethod
+    def known_keys(cls, section: tuple[str | int, ...]) -> list[str]:
+        """The keys a section (() for the file, ("value",), ("output",)) may hold."""
+        models: dict[tuple[str | int, ...], type[BaseModel]] = {
+            (): cls,
+            ("value",): ValueSection,
+            ("output",): OutputSection,
+        }
+        model = models.get(section)
+        return [f.alias or n for n, f in model.model_fields.items()] if model else []
