@@ -29,10 +29,10 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundExceptio
 from eos_ingest.config import PipelineConfig, default_pipelines_dir, load_pipeline
 from eos_ingest.errors import EosIngestError
 from eos_ingest.spark_session import DELTA_CONF
+from eos_ingest.submit import JOB_SCRIPT
 
 log = logging.getLogger(__name__)
 
-JOB_SCRIPT = Path(__file__).resolve().parent.parent / "spark" / "ingest_batch.py"
 DEFAULT_ARGS: dict[str, Any] = {"owner": "eos-ingest", "retries": 2, "retry_delay": timedelta(seconds=30)}
 _EXIT_CODE = re.compile(r"Error code is: (\d+)")
 _FENCED_EXIT = 3  # spark/ingest_batch.py: a newer attempt owns the batch

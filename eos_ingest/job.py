@@ -5,19 +5,19 @@ tested like the rest."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from eos_ingest.airflow_conn import KAFKA_SETTINGS_ENV, with_kafka_overrides
 from eos_ingest.batch_sequence import BatchResult, run_fenced
 from eos_ingest.config import load_pipeline
 from eos_ingest.control_store import BatchStatus, ControlStore
+from eos_ingest.errors import EosIngestError, FencedError, exit_code
 from eos_ingest.operations import catch_up_target, caught_up, plan_batch
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
@@ -54,3 +54,31 @@ def run_job(config_path: Path, batch_id: int, *, until_caught_up: bool = False) 
     finally:
         spark.stop()
     return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The spark-submit job: run a planned batch (and, with --until-caught-up, the next ones);
+    exit codes as errors.exit_code."""
+    parser = argparse.ArgumentParser(prog="ingest_batch.py", description=main.__doc__)
+    parser.add_argument("--config", required=True, type=Path, help="pipeline YAML file")
+    parser.add_argument("--batch-id", required=True, type=int, help="planned batch to execute")
+    parser.add_argument(
+        "--until-caught-up",
+        nargs="?",
+        const="true",
+        default="false",
+        choices=("true", "false", "True", "False"),
+        help="then plan and run the next batches in this Spark session until caught up "
+        "(a value, true or false, lets a template pass the choice)",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        run_job(args.config, args.batch_id, until_caught_up=args.until_caught_up.lower() == "true")
+    except FencedError as exc:
+        print(f"eos-ingest: fenced: {exc}", file=sys.stderr)
+        return exit_code(exc)
+    except EosIngestError as exc:
+        print(f"eos-ingest: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return exit_code(exc)
+    return 0

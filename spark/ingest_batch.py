@@ -11,42 +11,13 @@ recreated topic, another pipeline's batch).
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
 from pathlib import Path
 
+# From a checkout the library sits beside this folder; an installed package needs nothing.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eos_ingest.errors import EosIngestError, FencedError, exit_code
-from eos_ingest.job import run_job
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--config", required=True, type=Path, help="pipeline YAML file")
-    parser.add_argument("--batch-id", required=True, type=int, help="planned batch to execute")
-    parser.add_argument(
-        "--until-caught-up",
-        nargs="?",
-        const="true",
-        default="false",
-        choices=("true", "false", "True", "False"),
-        help="then plan and run the next batches in this Spark session until caught up "
-        "(a value, true or false, lets a template pass the choice)",
-    )
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        run_job(args.config, args.batch_id, until_caught_up=args.until_caught_up.lower() == "true")
-    except FencedError as exc:
-        print(f"eos-ingest: fenced: {exc}", file=sys.stderr)
-        return exit_code(exc)
-    except EosIngestError as exc:
-        print(f"eos-ingest: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return exit_code(exc)
-    return 0
-
+from eos_ingest.job import main
 
 if __name__ == "__main__":
     sys.exit(main())
