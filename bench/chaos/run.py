@@ -60,6 +60,9 @@ class ChaosConfig:
     chaos_seconds: float = 3600.0  # how long producers and faults are spread over
     chaos_max_seconds: float = 0.0  # the chaos phase ends here even if quotas are not met (0: 2x)
     kill_probability: float = 0.6  # chance that a job is chosen for a kill (while kills are left)
+    # Backfills and audits are at-least quotas: past them, both loops go on while kills are left
+    # (every minute a backfill pair, an audit per commit), so kills do not hang on ingest alone.
+    more_while_kills_left: bool = True
     max_minutes: float = 240.0  # the whole run, end check included
     job_timeout_s: float = 600.0
     master: str = "local[1]"
@@ -144,6 +147,14 @@ class ChaosRun:
                 return False
             self.kills_planned += 1
             return True
+
+    def kills_left(self) -> bool:
+        with self.lock:
+            return self.kills_planned < self.cfg.kills
+
+    def want_more(self, done: int, quota: int) -> bool:
+        """Another backfill or audit: below its quota, or, past it, while kills are left."""
+        return done < quota or (self.cfg.more_while_kills_left and quota > 0 and self.kills_left())
 
     def give_back_kill(self) -> None:
         with self.lock:
@@ -396,7 +407,9 @@ class ChaosRun:
         store = ControlStore(yaml.safe_load(self.pipeline_file.read_text())["control_db_url"])
         done = 0
         try:
-            while done < cfg.backfills and not self.stop.is_set():
+            while self.want_more(done, cfg.backfills) and not self.stop.is_set():
+                if not times and done >= cfg.backfills:
+                    times.append(self.elapsed() + 60.0)  # past the quota: a pair a minute
                 if not times or self.elapsed() < times[0]:
                     self.stop.wait(1.0)
                     continue
@@ -415,7 +428,7 @@ class ChaosRun:
                 partition = self.rng.choice(sorted(committed))
                 end = committed[partition]
                 # Two overlapping ranges at once (when two are left), beside the ingest loop.
-                count = min(2, cfg.backfills - done)
+                count = min(2, cfg.backfills - done) if done < cfg.backfills else 2
                 threads = []
                 start = self.rng.randrange(0, end - 1)
                 stop_at = self.rng.randrange(start + 1, end + 1)
@@ -457,7 +470,7 @@ class ChaosRun:
 
     def audit_loop(self) -> None:
         done = 0
-        while not self.stop.is_set() and done < self.cfg.audits:
+        while not self.stop.is_set() and self.want_more(done, self.cfg.audits):
             try:
                 batch_id = self.audit_queue.get(timeout=1.0)
             except Empty:
@@ -710,8 +723,14 @@ def parse_args(argv: list[str] | None = None) -> ChaosConfig:
     p.add_argument("--broker-restarts", type=int, default=d.broker_restarts)
     p.add_argument("--postgres-restarts", type=int, default=d.postgres_restarts)
     p.add_argument("--zombies", type=int, default=d.zombies, help="planned batches submitted twice at once")
-    p.add_argument("--backfills", type=int, default=d.backfills)
-    p.add_argument("--audits", type=int, default=d.audits, help="most audits to run (after commits)")
+    p.add_argument("--backfills", type=int, default=d.backfills, help="backfills to run at least")
+    p.add_argument(
+        "--quotas-only",
+        dest="more_while_kills_left",
+        action="store_false",
+        help="no backfills or audits past their quotas (by default both go on while kills are left)",
+    )
+    p.add_argument("--audits", type=int, default=d.audits, help="audits to run at least (after commits)")
     p.add_argument("--partitions", type=int, default=d.partitions)
     p.add_argument("--added-partitions", type=int, default=d.added_partitions)
     p.add_argument(

@@ -20,6 +20,7 @@ SHORT = ChaosConfig(
     zombies=1,
     backfills=1,
     audits=0,  # the full run audits; here it would cost one more JVM and GX run
+    more_while_kills_left=False,  # its quotas only: the short run stays short
     batch_records=20_000,
     chaos_seconds=30,
     # The chaos phase ends once every quota is met after 30 s (with 5 kills: 6 min on a quiet 2-core
