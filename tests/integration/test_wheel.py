@@ -44,6 +44,17 @@ print(json.dumps({
     "factory": __import__("eos_ingest.airflow_dags", fromlist=["pipeline_dags"]).__file__,
 }))
 """
+# Airflow itself, in the installed venv: every plugin source (an empty plugins folder, entry points),
+# and the repo's thin DAG files parsed by DagBag with pipelines/ beside them.
+AIRFLOW_PROBE = """
+import json, sys
+from airflow import plugins_manager
+from airflow.dag_processing.dagbag import DagBag
+plugins, errors = plugins_manager._get_plugins()
+bag = DagBag(dag_folder=sys.argv[1])
+print(json.dumps({"plugins": [p.name for p in plugins], "plugin_errors": errors,
+                  "dag_ids": sorted(bag.dag_ids), "import_errors": bag.import_errors}))
+"""
 
 
 def build_wheel(tmp_path: Path) -> Path:
@@ -94,6 +105,7 @@ def test_the_wheel_installed_away_from_the_checkout_plans_and_runs_a_batch(
     venv = install(tmp_path, build_wheel(tmp_path))
     work = tmp_path / "elsewhere"  # the working directory: pipelines/ here, nothing of the repo
     (work / "pipelines").mkdir(parents=True)
+    (tmp_path / "airflow" / "plugins").mkdir(parents=True)  # Airflow's plugins folder: empty
     state = tmp_path / "state"
     state.mkdir()
     (state / "jars").symlink_to(paths.state_dir() / "jars")  # fetched once by `make setup`
@@ -101,6 +113,8 @@ def test_the_wheel_installed_away_from_the_checkout_plans_and_runs_a_batch(
     env.update(
         EOS_STATE_DIR=str(state),
         AIRFLOW_HOME=str(tmp_path / "airflow"),
+        AIRFLOW__CORE__PLUGINS_FOLDER=str(tmp_path / "airflow" / "plugins"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
         PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
     )
 
@@ -108,6 +122,22 @@ def test_the_wheel_installed_away_from_the_checkout_plans_and_runs_a_batch(
         return subprocess.run(
             list(argv), cwd=work, env=env, capture_output=True, text=True, timeout=timeout, check=False
         )
+
+    topic = make_topic(partitions=2)
+    records = [{"id": i, "name": f"n{i}", "amount": i / 2} for i in range(40)]
+    TxProducer(kafka_bootstrap).transaction(topic, records, commit=True)
+    doc = {
+        "name": "wheel",
+        "topics": [topic],
+        "kafka": {"bootstrap.servers": kafka_bootstrap},
+        "value": {"format": "json", "schema": JSON_SCHEMA},
+        "output": {"path": "tables/wheel"},  # relative: under the state folder
+        "control_db_url": "sqlite:///${EOS_STATE_DIR}/control.db",
+        "schedule": None,
+    }
+    (work / "pipelines" / "wheel.yaml").write_text(yaml.safe_dump(doc))
+    shutil.copytree(paths.REPO_ROOT / "dags", work / "dags", ignore=shutil.ignore_patterns("__pycache__"))
+    eos = str(venv / "bin" / "eos-ingest")
 
     probe = run(str(venv / "bin" / "python"), "-c", PROBE)
     assert probe.returncode == 0, probe.stderr
@@ -124,20 +154,12 @@ def test_the_wheel_installed_away_from_the_checkout_plans_and_runs_a_batch(
     assert found["templates"] == sorted(p.name for p in (paths.PACKAGE_DIR / "templates").glob("*.html"))
     assert found["plugin"] == "eos_ingest"  # the airflow.plugins entry point of the installed wheel
 
-    topic = make_topic(partitions=2)
-    records = [{"id": i, "name": f"n{i}", "amount": i / 2} for i in range(40)]
-    TxProducer(kafka_bootstrap).transaction(topic, records, commit=True)
-    doc = {
-        "name": "wheel",
-        "topics": [topic],
-        "kafka": {"bootstrap.servers": kafka_bootstrap},
-        "value": {"format": "json", "schema": JSON_SCHEMA},
-        "output": {"path": "tables/wheel"},  # relative: under the state folder
-        "control_db_url": "sqlite:///${EOS_STATE_DIR}/control.db",
-        "schedule": None,
-    }
-    (work / "pipelines" / "wheel.yaml").write_text(yaml.safe_dump(doc))
-    eos = str(venv / "bin" / "eos-ingest")
+    airflow = run(str(venv / "bin" / "python"), "-c", AIRFLOW_PROBE, str(work / "dags"), timeout=300)
+    assert airflow.returncode == 0, airflow.stderr[-4000:]
+    parsed = json.loads(airflow.stdout.strip().splitlines()[-1])
+    assert parsed["plugins"].count("eos_ingest") == 1 and parsed["plugin_errors"] == {}, parsed
+    assert parsed["dag_ids"] == ["eos_backfill__wheel", "eos_ingest__wheel"], parsed
+    assert parsed["import_errors"] == {}, parsed
 
     plan = run(eos, "plan", "--pipeline", "wheel")
     assert plan.returncode == 0, plan.stderr
