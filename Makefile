@@ -19,7 +19,7 @@ stack-down:
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy eos_ingest dags plugins spark
+	$(VENV)/bin/mypy eos_ingest dags
 
 # The whole suite: unit, integration (real broker, Spark, Delta, SQLite, PostgreSQL) and e2e.
 test: lint

@@ -12,7 +12,7 @@ bench/results/growth.jsonl.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
 import os
 import platform
@@ -127,13 +127,7 @@ def status_with_many_batches(bootstrap: str, batches: int, runs: int, root: Path
     status_s, status_runs = median_seconds(lambda: pipeline_status(config, store), runs)
 
     os.environ["EOS_PIPELINES_DIR"] = str(root)
-    spec = importlib.util.spec_from_file_location(
-        "eos_ingest_plugin", paths.REPO_ROOT / "plugins" / "eos_ingest_plugin.py"
-    )
-    assert spec is not None and spec.loader is not None
-    plugin = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = plugin
-    spec.loader.exec_module(plugin)
+    plugin = importlib.import_module("eos_ingest.airflow_plugin")
     from fastapi.testclient import TestClient
 
     app = plugin.build_app()

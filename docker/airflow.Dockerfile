@@ -3,8 +3,10 @@
 # The Airflow image of docker-compose.yaml: the official Apache Airflow image plus what `make setup`
 # gives the local stack: the pinned Python packages of requirements.lock, Java 17 for spark-submit,
 # and the Spark connector jars (spark-sql-kafka, Delta) fetched from Maven Central by
-# scripts/fetch-jars.sh. The project's code (dags/, plugins/, spark/, expectations/, pipelines/,
-# eos_ingest/) is not copied in: docker-compose.yaml mounts it, so edits show without a rebuild.
+# scripts/fetch-jars.sh, and the eos-ingest package itself (pip install of the repository, no
+# dependencies: the lock has them), whose airflow.plugins entry point gives Airflow the UI plugin.
+# docker-compose.yaml mounts dags/, pipelines/ and eos_ingest/ (on PYTHONPATH, so it is imported
+# before the installed copy): edits show without a rebuild.
 #
 # Build context: the repository root (`docker compose build` does this). The ignore file next to this
 # one, airflow.Dockerfile.dockerignore, sends only the files used below, never .state/ or .venv/.
@@ -73,6 +75,8 @@ FROM base
 # where eos_ingest.paths.spark_jars_dir() looks, so a rebuilt image also refreshes an existing volume.
 COPY --from=jars --chown=airflow:0 /opt/eos/build/state/jars/spark /opt/eos/jars/spark
 COPY docker/eos-ingest /usr/local/bin/eos-ingest
+COPY --chown=airflow:0 pyproject.toml README.md /tmp/eos/package/
+COPY --chown=airflow:0 eos_ingest/ /tmp/eos/package/eos_ingest/
 
 USER root
 # The state folder belongs to the airflow user (group 0, as the Airflow image does for OpenShift);
@@ -83,5 +87,6 @@ RUN set -eux; \
     chown airflow:0 /opt/eos/state; \
     chmod 2775 /opt/eos/state
 USER airflow
+RUN pip install --no-cache-dir --no-deps /tmp/eos/package && rm -rf /tmp/eos/package
 
 ENV EOS_STATE_DIR=/opt/eos/state

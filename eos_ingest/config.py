@@ -142,9 +142,15 @@ def is_secret_key(key: str) -> bool:
     return "key" in k and k.rsplit(".", 1)[-1] not in ("serializer", "deserializer", "type", "location")
 
 
-def default_pipelines_dir() -> Path:
-    """The pipelines folder: $EOS_PIPELINES_DIR, else ``pipelines/`` at the repository root."""
-    return Path(os.environ.get("EOS_PIPELINES_DIR") or paths.REPO_ROOT / "pipelines")
+def default_pipelines_dir(dags_folder: Path | None = None) -> Path:
+    """The pipelines folder: $EOS_PIPELINES_DIR; else ``pipelines/`` beside the DAGs folder, when
+    the caller knows it (the DAG files, the UI plugin); else ``pipelines/`` at the checkout, when
+    running from one; else ``pipelines/`` in the working directory."""
+    if os.environ.get("EOS_PIPELINES_DIR"):
+        return Path(os.environ["EOS_PIPELINES_DIR"])
+    if dags_folder is not None:
+        return dags_folder.parent / "pipelines"
+    return (paths.CHECKOUT or Path.cwd()) / "pipelines"
 
 
 def load_pipeline(path: str | Path) -> PipelineConfig:
@@ -185,7 +191,7 @@ class _Loader:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
-            self.shown = str(path.resolve().relative_to(paths.REPO_ROOT))
+            self.shown = str(path.resolve().relative_to(paths.CHECKOUT or Path.cwd()))
         except ValueError:
             self.shown = str(path)
         self.problems: list[Problem] = []

@@ -34,7 +34,7 @@ SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@mo
                     "@yearly")  # fmt: skip
 _UNPARTITIONABLE = ("ARRAY", "MAP", "STRUCT", "BINARY", "VARIANT")  # Spark refuses them as partitions
 _BUILTIN_PARTITIONS = ("event_date", "kafka_topic", "kafka_partition")
-_DAG_PREFIX = "eos_backfill__"  # the longer of the two DAG id prefixes (dags/eos_pipelines.py)
+_DAG_PREFIX = "eos_backfill__"  # the longer of the two DAG id prefixes (eos_ingest/airflow_dags.py)
 _MAX_NAME = 250 - len(_DAG_PREFIX)  # Airflow refuses a DAG id longer than 250 characters
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 NAME = re.compile(r"[a-z0-9_]+")

@@ -1,6 +1,6 @@
 """The Great Expectations file context of a state folder, and one checkpoint run on a frame.
 
-The context lives at <state folder>/gx; its config comes from expectations/great_expectations.yml
+The context lives at <state folder>/gx; its config comes from eos_ingest/expectations/great_expectations.yml
 (copied when it changed, never written back) and is cached per process. One GX run at a time per
 state folder (a file lock): Data Docs, suites and checkpoints are files GX rewrites unlocked.
 """
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["data_docs_index", "gx_lock", "gx_root", "open_context", "validate"]
 
-GX_TEMPLATE = paths.REPO_ROOT / "expectations" / "great_expectations.yml"
+GX_TEMPLATE = paths.GX_TEMPLATE  # package data: eos_ingest/expectations/great_expectations.yml
 DATASOURCE, ASSET, BATCH_DEFINITION = "eos_spark", "batch_rows", "whole_frame"  # declared in the yml
 SITE = "local_site"
 # SUMMARY keeps a few unexpected values per expectation: enough to name the offending rows,

@@ -1,16 +1,51 @@
-"""Where generated state lives: one git-ignored folder, so `rm -rf` of it is a full reset."""
+"""Where things are: the package's own files, the checkout (when running from one), the state folder.
+
+Installed from a wheel, everything the code reads ships inside the package (``PACKAGE_DIR``):
+the Spark job's entry point, the GX config template and the default suite, the UI templates.
+Generated state lives in one folder, so `rm -rf` of it is a full reset:
+
+1. ``$EOS_STATE_DIR`` when set;
+2. else ``.state`` at the checkout, when the package runs from a checkout (``make setup``'s venv);
+3. else a per-user folder: ``$XDG_STATE_HOME/eos-ingest``, default ``~/.local/state/eos-ingest``.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _checkout() -> Path | None:
+    """The repository root when this package is its eos_ingest/ folder, else None (installed)."""
+    root = PACKAGE_DIR.parent
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file() and 'name = "eos-ingest"' in pyproject.read_text(errors="replace"):
+        return root
+    return None
+
+
+CHECKOUT: Path | None = _checkout()
+# The repository root. Only tests, benches and scripts use it; the library itself reads its files
+# from PACKAGE_DIR and its state from state_dir(), so it also works installed from a wheel.
+REPO_ROOT = CHECKOUT or PACKAGE_DIR.parent
+
+JOB_SCRIPT = PACKAGE_DIR / "spark_job" / "ingest_batch.py"  # alone in its folder: see that file
+GX_TEMPLATE = PACKAGE_DIR / "expectations" / "great_expectations.yml"
+DEFAULT_SUITE = PACKAGE_DIR / "expectations" / "suites" / "eos_default.json"
+
+
+def user_state_dir() -> Path:
+    """The state folder of an installed package without EOS_STATE_DIR (XDG base directories)."""
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base) / "eos-ingest"
 
 
 def state_dir() -> Path:
-    """The state folder: $EOS_STATE_DIR, else `.state` at the repository root."""
-    return Path(os.environ.get("EOS_STATE_DIR") or REPO_ROOT / ".state").resolve()
+    """The state folder: $EOS_STATE_DIR, else `.state` at the checkout, else user_state_dir()."""
+    chosen = os.environ.get("EOS_STATE_DIR") or (CHECKOUT / ".state" if CHECKOUT else user_state_dir())
+    return Path(chosen).resolve()
 
 
 def spark_jars_dir() -> Path:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from great_expectations.expectations import Expectation
     from pyspark.sql import Column, DataFrame
 
-DEFAULT_SUITE = paths.REPO_ROOT / "expectations" / "suites" / "eos_default.json"
+DEFAULT_SUITE = paths.DEFAULT_SUITE  # package data: eos_ingest/expectations/suites/eos_default.json
 # Computed before validation: null when the row's offset is inside the batch's planned ranges,
 # else a text naming topic, partition, offset and the planned ranges, which GX shows as the
 # unexpected value, so a failure names the offending partition.

@@ -1,7 +1,7 @@
 """What a person asks of a pipeline: its offsets, its lag, its recent batches and their checks.
 
 Plain, JSON-serialisable data read from the control DB and Kafka. This module is the one
-implementation of lag: the Airflow UI plugin (plugins/eos_ingest_plugin.py), ``eos-ingest status``
+implementation of lag: the Airflow UI plugin (eos_ingest/airflow_plugin.py), ``eos-ingest status``
 (cli.cmd_status), scripts and tests all call pipeline_status / partition_status. No Airflow import.
 
 Lag of a partition = its last stable offset (LSO) - its committed offset: the offsets the next
@@ -264,7 +264,7 @@ def _as_list(value: Any) -> Iterable[Any]:
 def data_docs_root() -> Path:
     """The Data Docs site folder: eos_ingest.gx_context's, else <state folder>/gx/data_docs.
 
-    The GX context lives in <state folder>/gx and its site (expectations/great_expectations.yml,
+    The GX context lives in <state folder>/gx and its site (eos_ingest/expectations/great_expectations.yml,
     ``base_directory: data_docs/``) in its data_docs/ folder. Only the site is served, not the
     suites and raw validation results beside it. gx_context.py is read at call time, not imported
     at module load, so this module stays light and follows gx_context.py if the folder moves.

@@ -10,7 +10,7 @@ from pathlib import Path
 from eos_ingest import paths
 from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF, local_jars
 
-JOB_SCRIPT = paths.REPO_ROOT / "spark" / "ingest_batch.py"
+JOB_SCRIPT = paths.JOB_SCRIPT  # package data: an installed wheel carries it
 
 
 def spark_submit_binary() -> str:
@@ -35,7 +35,11 @@ def spark_submit_env(base: dict[str, str] | None = None) -> dict[str, str]:
     env.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(paths.REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    # The folder holding the eos_ingest this process imported (a checkout's root, or site-packages):
+    # the job imports the same library, installed or not.
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(paths.PACKAGE_DIR.parent), env.get("PYTHONPATH", "")) if p
+    )
     return env
 
 

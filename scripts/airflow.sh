@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts and stops `airflow standalone` (api-server, scheduler, dag-processor, triggerer) for this
-# repository: DAGs from dags/, plugins from plugins/, SQLite metadata in the state folder.
+# repository: DAGs from dags/, the UI plugin from the installed package, SQLite metadata in the state folder.
 #   airflow.sh up | down | status | url | env
 # Environment (all optional):
 #   EOS_STATE_DIR             state folder (default ./.state); AIRFLOW_HOME is $EOS_STATE_DIR/airflow
@@ -70,7 +70,9 @@ airflow_env() {
   export PATH="$VENV/bin:$PATH"
   export AIRFLOW__CORE__LOAD_EXAMPLES=False
   export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
-  export AIRFLOW__CORE__PLUGINS_FOLDER="$ROOT/plugins"
+  # The Ingestion page comes from the installed package's airflow.plugins entry point (the venv
+  # holds eos-ingest, `make setup`); a copy in the plugins folder would be loaded twice.
+  export AIRFLOW__CORE__PLUGINS_FOLDER="$AF_HOME/plugins"
   export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False
   # A new or edited pipelines/*.yaml shows up within about 15 s.
   export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="${AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL:-15}"

@@ -12,6 +12,7 @@ from eos_ingest.cli import main as cli_main
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import BatchStateError
 from eos_ingest.job import run_job
+from eos_ingest.submit import spark_submit_env
 from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.integration
@@ -47,9 +48,9 @@ def test_job_refuses_another_pipelines_batch_before_taking_its_fence(
     assert_refused(str(refused.value), batch.batch_id)
     # The entrypoint spark-submit runs: exit 2 (needs a person), the refusal on stderr.
     entry = subprocess.run(
-        [sys.executable, str(paths.REPO_ROOT / "spark" / "ingest_batch.py"), "--config", str(beta.source),
+        [sys.executable, str(paths.JOB_SCRIPT), "--config", str(beta.source),
          "--batch-id", str(batch.batch_id)],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=120, check=False, env=spark_submit_env(),
     )  # fmt: skip
     assert entry.returncode == 2, entry.stderr
     assert_refused(entry.stderr, batch.batch_id)

@@ -6,6 +6,7 @@ errors, DAG ids for every pipeline file, run limits, the backfill trigger form a
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import logging
@@ -73,7 +74,7 @@ def test_the_ingest_dag_runs_one_at_a_time_on_the_pipeline_schedule(bag: Any) ->
         spark = dag.get_task("spark_ingest")
         assert isinstance(spark, SparkSubmitOperator)
         assert spark._conn_id == "spark_default"
-        assert spark.application == str(paths.REPO_ROOT / "spark" / "ingest_batch.py")
+        assert spark.application == str(paths.JOB_SCRIPT)
         assert spark.application_args == [
             "--config", str(config.source), "--batch-id", "{{ ti.xcom_pull(task_ids='plan') }}",
             "--until-caught-up", "{{ params.until_caught_up }}",
@@ -145,6 +146,31 @@ def test_a_broken_pipeline_file_is_an_import_error_naming_it_and_hides_no_other(
     assert "typo.yaml: schedul = '@daily' is not valid; unknown key (did you mean 'schedule'?)" in message
 
 
+def test_without_eos_pipelines_dir_the_pipelines_folder_beside_the_dags_folder_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An Airflow image: the repo's thin DAG files copied into some DAGs folder, pipelines/ beside
+    it, the factory from the installed package; not the checkout's pipelines/."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    dags, pipelines = tmp_path / "dags", tmp_path / "pipelines"
+    shutil.copytree(DAGS, dags, ignore=shutil.ignore_patterns("__pycache__"))
+    pipelines.mkdir()
+    (pipelines / "orders.yaml").write_text("name: orders\ntopics: [orders]\nvalue: {format: raw}\n")
+    (pipelines / "typo.yaml").write_text("name: typo\ntopics: [t]\nschedul: '@daily'\n")
+    monkeypatch.delenv("EOS_PIPELINES_DIR", raising=False)
+
+    bag = DagBag(dag_folder=str(dags))
+
+    assert sorted(bag.dag_ids) == ["eos_backfill__orders", "eos_ingest__orders"]
+    assert [Path(where).name for where in bag.import_errors] == ["eos_pipeline_files.py"]
+    assert "typo.yaml: schedul = '@daily' is not valid" in next(iter(bag.import_errors.values()))
+    # The DAG files are thin: every line of code is in the installed factory.
+    for file in dags.glob("*.py"):
+        statements = ast.parse(file.read_text()).body  # a docstring, an import, a call
+        assert len(statements) <= 3, (file.name, [ast.unparse(s) for s in statements])
+
+
 def test_a_schedule_airflow_refuses_is_reported_with_its_file_and_hides_no_other_dag(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -171,17 +197,17 @@ def test_a_pipeline_whose_dag_airflow_refuses_after_it_loads_gets_no_dag_and_hid
     schedule slipped past it) costs that pipeline its DAGs, never an import error of the factory."""
     import dataclasses
 
-    from eos_ingest import config as config_module
+    from eos_ingest import airflow_dags
+    from eos_ingest.config import load_pipeline as load
 
     shutil.copy(PIPELINES / "demo.yaml", tmp_path / "demo.yaml")
     (tmp_path / "nightly.yaml").write_text("name: nightly\ntopics: [t]\nvalue: {format: raw}\n")
-    load = config_module.load_pipeline
 
     def load_past_the_check(path: str | Path) -> PipelineConfig:
         config = load(path)
         return dataclasses.replace(config, schedule="99 99 * * *") if config.name == "nightly" else config
 
-    monkeypatch.setattr(config_module, "load_pipeline", load_past_the_check)
+    monkeypatch.setattr(airflow_dags, "load_pipeline", load_past_the_check)  # the installed factory's
     with caplog.at_level(logging.ERROR):
         bag = dag_bag(tmp_path, monkeypatch)
 

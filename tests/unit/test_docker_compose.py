@@ -28,7 +28,7 @@ POSTGRES_INIT = "docker/postgres-init"
 AIRFLOW_HOME = "/opt/airflow"
 STATE_DIR = "/opt/eos/state"
 # Repository folders every Airflow container needs, mounted at /opt/airflow/<name>.
-PROJECT_FOLDERS = ("dags", "plugins", "spark", "expectations", "pipelines")
+PROJECT_FOLDERS = ("dags", "pipelines")  # the rest (job, GX config, plugin) is package data of eos_ingest
 # Plain (not templated) settings of stack/server.properties.in that legitimately differ in Docker.
 KAFKA_SETTINGS_NOT_COPIED = {
     "listener.security.protocol.map": "compose adds PLAINTEXT_HOST, the listener published to the host",

@@ -7,9 +7,12 @@ renders its DB part and a kafka_error (what a status page must do while the brok
 from __future__ import annotations
 
 import fnmatch
-import importlib.util
+import importlib.metadata
 import json
+import os
 import re
+import shlex
+import subprocess
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -27,20 +30,22 @@ from eos_ingest.control_store import ControlStore
 from eos_ingest.planner import Plan, PlannedRange, TopicPartition
 from tests.fixtures.kafka import free_port
 
-PLUGIN_FILE = paths.REPO_ROOT / "plugins" / "eos_ingest_plugin.py"
 XSS = "<script>alert('x')</script>"
-TEMPLATES = paths.REPO_ROOT / "eos_ingest" / "templates"
+TEMPLATES = paths.PACKAGE_DIR / "templates"
+
+
+def declared_entry_point() -> importlib.metadata.EntryPoint:
+    """The plugin's `airflow.plugins` entry point as pyproject.toml declares it."""
+    pyproject = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())
+    ((name, value),) = pyproject["project"]["entry-points"]["airflow.plugins"].items()
+    return importlib.metadata.EntryPoint(name=name, value=value, group="airflow.plugins")
 
 
 @pytest.fixture(scope="module")
 def plugin() -> ModuleType:
-    """The plugin file imported the way Airflow's plugins manager does: by path, named by its stem."""
-    spec = importlib.util.spec_from_file_location("eos_ingest_plugin", PLUGIN_FILE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    """The plugin's module, reached the way Airflow's plugins manager does: entry_point.load()."""
+    cls = declared_entry_point().load()
+    return sys.modules[cls.__module__]
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +104,28 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, 
 
 def assert_escaped(page: str) -> None:
     assert "<script" not in page, "an unescaped <script> reached the page"
+
+
+def test_airflow_loads_the_plugin_once_from_the_entry_point_not_from_the_plugins_folder(
+    tmp_path: Path,
+) -> None:
+    """scripts/airflow.sh (and so the e2e test and `make demo`) gives Airflow a plugins folder with
+    no copy of the plugin: the installed package's entry point is its one source."""
+    from airflow._shared.plugins_manager.plugins_manager import _load_plugins_from_plugin_directory
+
+    (tmp_path / "airflow").mkdir()
+    env = subprocess.run(
+        ["bash", str(paths.REPO_ROOT / "scripts" / "airflow.sh"), "env"],
+        env={**os.environ, "EOS_AIRFLOW_HOME": str(tmp_path / "airflow")},
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    folder = shlex.split(re.search(r"^export AIRFLOW__CORE__PLUGINS_FOLDER=(.*)$", env, re.M).group(1))[0]
+    assert Path(folder).resolve() != (paths.REPO_ROOT / "plugins").resolve()
+    if Path(folder).is_dir():
+        found, errors = _load_plugins_from_plugin_directory(plugins_folder=folder)
+        assert [p.name for p in found] == [] and errors == {}
+    entry = declared_entry_point()
+    assert entry.value == "eos_ingest.airflow_plugin:EosIngestPlugin" and entry.load().name == "eos_ingest"
 
 
 def test_plugin_registers_the_app_under_eos_ingest_and_a_nav_entry(plugin: ModuleType) -> None:

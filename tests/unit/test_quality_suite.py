@@ -70,7 +70,7 @@ def test_the_default_suite_in_the_repo_holds_the_four_checks_as_known_gx_types()
 
 
 def test_the_gx_project_config_keeps_generated_files_out_of_the_repo() -> None:
-    config = yaml.safe_load((paths.REPO_ROOT / "expectations" / "great_expectations.yml").read_text())
+    config = yaml.safe_load((paths.GX_TEMPLATE).read_text())
     directories = [s["store_backend"]["base_directory"] for s in config["stores"].values()]
     directories += [s["store_backend"]["base_directory"] for s in config["data_docs_sites"].values()]
 

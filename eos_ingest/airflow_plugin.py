@@ -1,5 +1,7 @@
 """Airflow UI plugin: an "Ingestion" page with every eos-ingest pipeline's lag, batches and checks.
 
+Airflow loads it through the package's ``airflow.plugins`` entry point (pyproject.toml), so an
+Airflow with eos-ingest installed has it; no file in the plugins folder (it would load it twice).
 Wiring only: the data comes from eos_ingest.status, the HTML from the Jinja2 templates in
 eos_ingest/templates/ (autoescaped). The API server mounts the app at /eos-ingest (see docs/ui.md):
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -62,9 +65,9 @@ def build_app() -> FastAPI:
 
     def load_status(name: str, batches: int) -> dict[str, Any]:
         try:
-            file = status.find_pipeline_file(name)
+            file = status.find_pipeline_file(name, pipelines_dir())
             if file is None:
-                known = ", ".join(f.name for f in status.list_pipeline_files()) or "none"
+                known = ", ".join(f.name for f in status.list_pipeline_files(pipelines_dir())) or "none"
                 raise HTTPException(404, f"no pipeline {name!r}; known: {known}")
         except ConfigError as exc:  # no pipelines folder
             raise HTTPException(404, str(exc)) from exc
@@ -76,7 +79,7 @@ def build_app() -> FastAPI:
     @app.get("/", response_class=HTMLResponse)
     async def index() -> str:
         try:
-            files = await asyncio.to_thread(status.list_pipeline_files)
+            files = await asyncio.to_thread(status.list_pipeline_files, pipelines_dir())
         except ConfigError as exc:
             return render("index.html", rows=[], error=str(exc), data_docs=False)
         # One thread each: a broker that is down costs one timeout for the page, not one per pipeline.
@@ -102,6 +105,15 @@ def build_app() -> FastAPI:
         return FileResponse(file)
 
     return app
+
+
+def pipelines_dir() -> Path:
+    """The DAGs' pipelines folder: $EOS_PIPELINES_DIR, else pipelines/ beside Airflow's DAGs folder."""
+    from airflow.configuration import conf
+
+    from eos_ingest.config import default_pipelines_dir
+
+    return default_pipelines_dir(Path(conf.get("core", "dags_folder")).absolute())
 
 
 class _LazyApp:

@@ -1,6 +1,12 @@
 """spark-submit entrypoint: run one planned batch of a pipeline to its commit.
 
-    spark-submit ... spark/ingest_batch.py --config pipelines/demo.yaml --batch-id 7 [--until-caught-up]
+    spark-submit ... <eos_ingest>/spark_job/ingest_batch.py --config pipelines/demo.yaml --batch-id 7 [--until-caught-up]
+
+Package data of eos_ingest (eos_ingest.paths.JOB_SCRIPT), so an installed wheel carries it. It sits
+alone in its folder on purpose: Python puts a script's folder first on sys.path, and beside the
+library's modules their names (config, errors, status, ...) would shadow top-level packages.
+The library comes from the interpreter's site-packages (or, from a checkout, the PYTHONPATH that
+eos_ingest.submit sets).
 
 Exit codes (eos_ingest.errors.exit_code, the CLI's too): 0 committed; 3 fenced (a newer attempt
 owns the batch; nothing committed); 75 retriable (Kafka or the control DB did not answer, a Delta
@@ -12,10 +18,6 @@ recreated topic, another pipeline's batch).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-
-# From a checkout the library sits beside this folder; an installed package needs nothing.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eos_ingest.job import main
 

@@ -1,0 +1,179 @@
+"""The wheel, installed into a fresh virtualenv away from the checkout, runs a batch on the test broker.
+
+The wheel is built from a copy of the files a build reads (pyproject.toml, README.md, eos_ingest/),
+installed with pip (`--no-deps --no-index`) into a new venv without system site-packages. The
+third-party packages are the project venv's, reached through one .pth line (a line of a .pth file
+adds its folder, it does not run that folder's .pth files, so the checkout's editable install stays
+out); pyspark's `spark-submit` script is copied beside the venv's python, where pip puts it. Every
+command runs in a folder outside the repository, without PYTHONPATH.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from eos_ingest import paths
+from tests.fixtures.pipelines import JSON_SCHEMA
+from tests.kafka_helpers import TxProducer
+
+pytestmark = pytest.mark.integration
+
+PROBE = """
+import importlib.metadata, json, sys
+import eos_ingest
+from eos_ingest import paths, submit
+(plugin,) = [e for e in importlib.metadata.entry_points(group="airflow.plugins") if e.name == "eos_ingest"]
+print(json.dumps({
+    "package": eos_ingest.__file__,
+    "sys_path": sys.path,
+    "checkout": str(paths.CHECKOUT) if paths.CHECKOUT else None,
+    "state_dir": str(paths.state_dir()),
+    "files": {str(f): f.is_file() for f in (submit.JOB_SCRIPT, paths.GX_TEMPLATE, paths.DEFAULT_SUITE)},
+    "templates": sorted(p.name for p in (paths.PACKAGE_DIR / "templates").glob("*.html")),
+    "plugin": plugin.load().name,
+    "factory": __import__("eos_ingest.airflow_dags", fromlist=["pipeline_dags"]).__file__,
+}))
+"""
+# Airflow itself, in the installed venv: every plugin source (an empty plugins folder, entry points),
+# and the repo's thin DAG files parsed by DagBag with pipelines/ beside them.
+AIRFLOW_PROBE = """
+import json, sys
+from airflow import plugins_manager
+from airflow.dag_processing.dagbag import DagBag
+plugins, errors = plugins_manager._get_plugins()
+bag = DagBag(dag_folder=sys.argv[1])
+print(json.dumps({"plugins": [p.name for p in plugins], "plugin_errors": errors,
+                  "dag_ids": sorted(bag.dag_ids), "import_errors": bag.import_errors}))
+"""
+
+
+def build_wheel(tmp_path: Path) -> Path:
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(paths.REPO_ROOT / name, source / name)
+    shutil.copytree(
+        paths.PACKAGE_DIR, source / "eos_ingest", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    dist = tmp_path / "dist"
+    uv = Path(sys.executable).parent / "uv"  # installed by `make setup`; builds in an isolated env
+    build = (
+        [str(uv), "build", "--wheel"] if uv.exists() else [sys.executable, "-m", "pip", "wheel", "--no-deps"]
+    )
+    done = subprocess.run(
+        [*build, "-o" if uv.exists() else "-w", str(dist), str(source)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (wheel,) = dist.glob("eos_ingest-*.whl")
+    return wheel
+
+
+def install(tmp_path: Path, wheel: Path) -> Path:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    )  # fmt: skip
+    (site / "eos_third_party.pth").write_text(str(Path(sysconfig.get_paths()["purelib"]).resolve()) + "\n")
+    shutil.copy(Path(sys.executable).parent / "spark-submit", venv / "bin" / "spark-submit")
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return venv
+
+
+def test_the_wheel_installed_away_from_the_checkout_plans_and_runs_a_batch(
+    tmp_path: Path, kafka_bootstrap: str, make_topic: Any
+) -> None:
+    venv = install(tmp_path, build_wheel(tmp_path))
+    work = tmp_path / "elsewhere"  # the working directory: pipelines/ here, nothing of the repo
+    (work / "pipelines").mkdir(parents=True)
+    (tmp_path / "airflow" / "plugins").mkdir(parents=True)  # Airflow's plugins folder: empty
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "jars").symlink_to(paths.state_dir() / "jars")  # fetched once by `make setup`
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "EOS_PIPELINES_DIR")}
+    env.update(
+        EOS_STATE_DIR=str(state),
+        AIRFLOW_HOME=str(tmp_path / "airflow"),
+        AIRFLOW__CORE__PLUGINS_FOLDER=str(tmp_path / "airflow" / "plugins"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+    )
+
+    def run(*argv: str, timeout: int = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            list(argv), cwd=work, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+
+    topic = make_topic(partitions=2)
+    records = [{"id": i, "name": f"n{i}", "amount": i / 2} for i in range(40)]
+    TxProducer(kafka_bootstrap).transaction(topic, records, commit=True)
+    doc = {
+        "name": "wheel",
+        "topics": [topic],
+        "kafka": {"bootstrap.servers": kafka_bootstrap},
+        "value": {"format": "json", "schema": JSON_SCHEMA},
+        "output": {"path": "tables/wheel"},  # relative: under the state folder
+        "control_db_url": "sqlite:///${EOS_STATE_DIR}/control.db",
+        "schedule": None,
+    }
+    (work / "pipelines" / "wheel.yaml").write_text(yaml.safe_dump(doc))
+    shutil.copytree(paths.REPO_ROOT / "dags", work / "dags", ignore=shutil.ignore_patterns("__pycache__"))
+    eos = str(venv / "bin" / "eos-ingest")
+
+    probe = run(str(venv / "bin" / "python"), "-c", PROBE)
+    assert probe.returncode == 0, probe.stderr
+    found = json.loads(probe.stdout)
+    assert Path(found["package"]).is_relative_to(venv), found["package"]
+    assert Path(found["factory"]).is_relative_to(venv)
+    # Nothing on sys.path but the venv itself holds an eos_ingest, and the checkout is not on it.
+    assert paths.REPO_ROOT.resolve() not in [Path(p or work).resolve() for p in found["sys_path"]]
+    others = [p for p in found["sys_path"] if not Path(p or work).resolve().is_relative_to(venv.resolve())]
+    assert not [p for p in others if (Path(p or work) / "eos_ingest").exists()], found["sys_path"]
+    assert found["checkout"] is None and found["state_dir"] == str(state)
+    assert found["files"] and all(found["files"].values()), found["files"]
+    assert all(Path(f).is_relative_to(venv) for f in found["files"])
+    assert found["templates"] == sorted(p.name for p in (paths.PACKAGE_DIR / "templates").glob("*.html"))
+    assert found["plugin"] == "eos_ingest"  # the airflow.plugins entry point of the installed wheel
+
+    airflow = run(str(venv / "bin" / "python"), "-c", AIRFLOW_PROBE, str(work / "dags"), timeout=300)
+    assert airflow.returncode == 0, airflow.stderr[-4000:]
+    parsed = json.loads(airflow.stdout.strip().splitlines()[-1])
+    assert parsed["plugins"].count("eos_ingest") == 1 and parsed["plugin_errors"] == {}, parsed
+    assert parsed["dag_ids"] == ["eos_backfill__wheel", "eos_ingest__wheel"], parsed
+    assert parsed["import_errors"] == {}, parsed
+
+    plan = run(eos, "plan", "--pipeline", "wheel")
+    assert plan.returncode == 0, plan.stderr
+    planned = json.loads(plan.stdout)["batch"]
+    # The ranges end at the last stable offsets: the 40 records and the commit markers.
+    assert planned["status"] == "planned" and sum(r["end"] - r["start"] for r in planned["ranges"]) >= 40
+
+    ran = run(eos, "run", "--pipeline", "wheel", timeout=600)  # spark-submit of the wheel's job file
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    batch = json.loads(ran.stdout)
+    assert batch["batch_id"] == planned["batch_id"] and batch["status"] == "committed"
+    assert batch["records_read"] == batch["records_written"] == 40
+    assert (state / "tables" / "wheel" / "_delta_log").is_dir()
+
+    verify = run(eos, "verify", "--pipeline", "wheel", timeout=600)
+    assert verify.returncode == 0, verify.stdout + verify.stderr[-4000:]
+    assert json.loads(verify.stdout)["ok"] is True
