@@ -89,7 +89,14 @@ def install(tmp_path: Path, wheel: Path) -> Path:
             capture_output=True, text=True, check=True,
         ).stdout.strip()
     )  # fmt: skip
-    (site / "eos_third_party.pth").write_text(str(Path(sysconfig.get_paths()["purelib"]).resolve()) + "\n")
+    # Third-party packages from this venv, through a folder of links to all of its site-packages
+    # but our own editable install: its dist-info would register the plugin's entry point twice.
+    third_party = tmp_path / "third_party"
+    third_party.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).resolve().iterdir():
+        if not entry.name.startswith(("eos_ingest", "__editable__", "__editable___eos_ingest")):
+            (third_party / entry.name).symlink_to(entry)
+    (site / "eos_third_party.pth").write_text(f"{third_party}\n")
     shutil.copy(Path(sys.executable).parent / "spark-submit", venv / "bin" / "spark-submit")
     done = subprocess.run(
         [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
