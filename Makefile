@@ -5,7 +5,7 @@ export EOS_STATE_DIR ?= $(ROOT)/.state
 VENV := $(ROOT)/.venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup stack-up stack-down lint test test-unit bench chaos clean lock
+.PHONY: setup stack-up stack-down spark-up spark-down lint test test-unit bench chaos clean lock
 
 setup:
 	@scripts/setup.sh
@@ -15,6 +15,13 @@ stack-up: setup
 
 stack-down:
 	@stack/stack.sh down
+
+# A Spark standalone master (spark://127.0.0.1:7077) and worker; see docs/cluster.md.
+spark-up: setup
+	@stack/spark.sh up
+
+spark-down:
+	@stack/spark.sh down
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -16,29 +16,71 @@ from eos_ingest.airflow_conn import KAFKA_SETTINGS_ENV, with_kafka_overrides
 from eos_ingest.batch_sequence import BatchResult, run_fenced
 from eos_ingest.config import load_pipeline
 from eos_ingest.control_store import BatchStatus, ControlStore
-from eos_ingest.errors import EosIngestError, FencedError, exit_code
+from eos_ingest.errors import ConfigError, EosIngestError, FencedError, exit_code
 from eos_ingest.operations import catch_up_target, caught_up, plan_batch
 
 log = logging.getLogger(__name__)
 
 
-def run_job(config_path: Path, batch_id: int, *, until_caught_up: bool = False) -> list[BatchResult]:
+def check_file_name(name: str | None) -> str:
+    """A --config-file value must be a plain file name: Spark ships a file under its name alone."""
+    if not name or Path(name).name != name or name in (".", ".."):
+        raise ConfigError(
+            f"--config-file {name!r} is not a file name; pass the name of the pipeline YAML shipped "
+            "with --files (e.g. --files /path/orders.yaml --config-file orders.yaml), or --config <path>"
+        )
+    return name
+
+
+def shipped_file(name: str) -> Path:
+    """The path on the driver of a file that spark-submit shipped with --files, by its name.
+
+    Spark copies every --files file into the driver's SparkFiles folder at session start, in client
+    and cluster mode alike; so a job started anywhere finds its pipeline file by name.
+    """
+    from pyspark import SparkFiles
+
+    path = Path(SparkFiles.get(check_file_name(name)))
+    if not path.is_file():
+        raise ConfigError(
+            f"--config-file {name!r}: no such file among the files shipped with spark-submit "
+            f"(looked in {path.parent}); pass the pipeline YAML with --files"
+        )
+    return path
+
+
+def run_job(
+    config_path: Path | None,
+    batch_id: int,
+    *,
+    until_caught_up: bool = False,
+    config_file: str | None = None,
+) -> list[BatchResult]:
     """Execute a planned batch; with until_caught_up, then plan and execute the next ones.
 
-    One Spark session serves every batch of the run, but each batch is still planned, fenced,
-    gated, written and committed on its own, so a kill loses at most the batch in flight. The run
-    ends when every partition has committed up to the last stable offsets read when the run
-    starts (records produced later are the next run's), or when a plan finds nothing new.
+    The pipeline file is config_path (a path on the driver) or config_file (the name of a file
+    shipped with --files). One Spark session serves every batch of the run, but each batch is
+    still planned, fenced, gated, written and committed on its own, so a kill loses at most the
+    batch in flight. The run ends when every partition has committed up to the last stable
+    offsets read when the run starts (records produced later are the next run's), or when a plan
+    finds nothing new.
     """
     from pyspark.sql import SparkSession
 
-    # Kafka settings of the Airflow connection come in the environment, never on the command line.
-    config = with_kafka_overrides(load_pipeline(config_path), os.environ.get(KAFKA_SETTINGS_ENV))
-    store = ControlStore(config.control_db_url)
-    store.ensure_schema()
-    first = store.get_pipeline_batch(config.name, batch_id)  # never write another pipeline's ranges
-    spark = SparkSession.builder.appName(f"eos-ingest {config.name} batch {batch_id}").getOrCreate()
+    # A shipped file is on the driver only once the session has started; a path is read first,
+    # so a bad file or another pipeline's batch is refused before Spark starts.
+    if config_path is None:
+        check_file_name(config_file)  # before Spark starts
+    spark = SparkSession.builder.getOrCreate() if config_path is None else None
     try:
+        path = config_path if config_path is not None else shipped_file(str(config_file))
+        # Kafka settings of the Airflow connection come in the environment, never on the command line.
+        config = with_kafka_overrides(load_pipeline(path), os.environ.get(KAFKA_SETTINGS_ENV))
+        store = ControlStore(config.control_db_url)
+        store.ensure_schema()
+        first = store.get_pipeline_batch(config.name, batch_id)  # never write another pipeline's ranges
+        if spark is None:
+            spark = SparkSession.builder.appName(f"eos-ingest {config.name} batch {batch_id}").getOrCreate()
         target = catch_up_target(config) if until_caught_up else {}
         # A catch-up retried after its first batch committed goes on with the next ones.
         resumed = until_caught_up and first.status is not BatchStatus.PLANNED
@@ -52,7 +94,8 @@ def run_job(config_path: Path, batch_id: int, *, until_caught_up: bool = False) 
                 log.info("%s batch %s", "planned" if created else "resuming", batch.batch_id)
                 results.append(run_fenced(spark, config, store, batch))
     finally:
-        spark.stop()
+        if spark is not None:
+            spark.stop()
     return results
 
 
@@ -60,7 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The spark-submit job: run a planned batch (and, with --until-caught-up, the next ones);
     exit codes as errors.exit_code."""
     parser = argparse.ArgumentParser(prog="ingest_batch.py", description=main.__doc__)
-    parser.add_argument("--config", required=True, type=Path, help="pipeline YAML file")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--config", type=Path, help="pipeline YAML file, a path on the driver")
+    where.add_argument(
+        "--config-file",
+        help="name of the pipeline YAML shipped with spark-submit --files (any master, any deploy mode)",
+    )
     parser.add_argument("--batch-id", required=True, type=int, help="planned batch to execute")
     parser.add_argument(
         "--until-caught-up",
@@ -74,7 +122,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        run_job(args.config, args.batch_id, until_caught_up=args.until_caught_up.lower() == "true")
+        run_job(
+            args.config,
+            args.batch_id,
+            until_caught_up=args.until_caught_up.lower() == "true",
+            config_file=args.config_file,
+        )
     except FencedError as exc:
         print(f"eos-ingest: fenced: {exc}", file=sys.stderr)
         return exit_code(exc)

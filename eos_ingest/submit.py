@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
 
+import eos_ingest
 from eos_ingest import paths
 from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF, local_jars
 
@@ -52,10 +56,67 @@ def job_conf(master: str) -> dict[str, str]:
     return conf
 
 
+def package_zip(state_dir: Path | None = None, package: Path | None = None) -> Path:
+    """The eos_ingest package as a zip for --py-files, built once per content.
+
+    The name carries a hash of every file of the package (paths and bytes), so an edited package
+    gets a new zip and an unchanged one reuses the old; written to a temporary name and renamed,
+    so a concurrent submit never ships a half-written zip.
+    """
+    package = package or Path(eos_ingest.__file__).resolve().parent
+    files = sorted(
+        p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    )
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.relative_to(package).as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
+    folder = (state_dir or paths.state_dir()) / "py-files"
+    target = folder / f"eos_ingest-{digest.hexdigest()[:16]}.zip"
+    if target.exists():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".eos_ingest-", suffix=".zip")
+    try:
+        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
+            for file in files:
+                # A fixed timestamp: the same package gives the same bytes.
+                info = zipfile.ZipInfo(
+                    f"eos_ingest/{file.relative_to(package).as_posix()}", (1980, 1, 1, 0, 0, 0)
+                )
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, file.read_bytes())
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the zip from a worker run by another user
+        os.replace(tmp, target)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return target
+
+
 def job_args(config_path: Path, batch_id: int, until_caught_up: bool = False) -> list[str]:
-    return ["--config", str(config_path), "--batch-id", str(batch_id)] + (
+    """The job's arguments: the pipeline file by its name, shipped with --files (see ship_args)."""
+    return ["--config-file", config_path.name, "--batch-id", str(batch_id)] + (
         ["--until-caught-up"] if until_caught_up else []
     )
+
+
+def shipped(config_path: Path) -> dict[str, str]:
+    """What a submit ships besides the jars, as SparkSubmitOperator's keywords: py_files, the
+    package zip; files, the pipeline YAML, which the job reads by its name (job_args).
+
+    The YAML goes as it is, ${VAR} and all: the job expands it on the driver, as before. Its text
+    never reaches the command line, only its path on the submitting machine.
+    """
+    return {"py_files": str(package_zip()), "files": str(Path(config_path).resolve())}
+
+
+def ship_args(config_path: Path) -> list[str]:
+    """shipped() as spark-submit arguments: --py-files and --files."""
+    files = shipped(config_path)
+    return ["--py-files", files["py_files"], "--files", files["files"]]
+
+
+def app_name(config_path: Path, batch_id: int) -> str:
+    return f"eos-ingest {Path(config_path).stem} batch {batch_id}"
 
 
 def spark_submit_argv(
@@ -71,10 +132,13 @@ def spark_submit_argv(
         spark_submit_binary(),
         "--master",
         master,
+        "--name",
+        app_name(config_path, batch_id),
         "--driver-memory",
         driver_memory,
         "--jars",
         ",".join(local_jars()),
+        *ship_args(config_path),
     ]
     for key, value in job_conf(master).items():
         argv += ["--conf", f"{key}={value}"]

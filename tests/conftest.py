@@ -3,6 +3,7 @@
 pytest_plugins = [
     "tests.fixtures.kafka",
     "tests.fixtures.spark",
+    "tests.fixtures.spark_cluster",
     "tests.fixtures.postgres",
     "tests.fixtures.pipelines",
 ]
