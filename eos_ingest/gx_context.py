@@ -66,7 +66,7 @@ def open_context(root: Path) -> AbstractDataContext:
     context never writes into the repository and a running validation never sees half a file.
     """
     config_file = root / "great_expectations.yml"
-    template = GX_TEMPLATE.read_text(encoding="utf-8")
+    template = paths.package_text("expectations/great_expectations.yml")
     changed = not config_file.exists() or config_file.read_text(encoding="utf-8") != template
     if changed:
         partial = root / f".great_expectations.yml.{os.getpid()}"

@@ -36,6 +36,14 @@ GX_TEMPLATE = PACKAGE_DIR / "expectations" / "great_expectations.yml"
 DEFAULT_SUITE = PACKAGE_DIR / "expectations" / "suites" / "eos_default.json"
 
 
+def package_text(relative: str) -> str:
+    """A package data file's text, read through the import system: it works when the package was
+    imported from a zip too (a driver given the package with --py-files imports it from there)."""
+    from importlib.resources import files
+
+    return files("eos_ingest").joinpath(relative).read_text(encoding="utf-8")
+
+
 def user_state_dir() -> Path:
     """The state folder of an installed package without EOS_STATE_DIR (XDG base directories)."""
     base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"

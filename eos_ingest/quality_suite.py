@@ -54,10 +54,15 @@ def quiet_gx() -> Iterator[None]:
 
 
 @cache
-def default_suite_doc(path: Path = DEFAULT_SUITE) -> dict[str, Any]:
-    """The default suite as stored in the repo (GX suite JSON)."""
-    with path.open(encoding="utf-8") as f:
-        doc: dict[str, Any] = json.load(f)
+def default_suite_doc(path: Path | None = None) -> dict[str, Any]:
+    """The default suite (GX suite JSON): the package's, read through the import system (see
+    paths.package_text), or the file at `path`."""
+    text = (
+        path.read_text(encoding="utf-8")
+        if path
+        else paths.package_text("expectations/suites/eos_default.json")
+    )
+    doc: dict[str, Any] = json.loads(text)
     return doc
 
 

@@ -39,6 +39,9 @@ def spark_submit_env(base: dict[str, str] | None = None) -> dict[str, str]:
     env.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # The job's driver may import the package from the --py-files zip, where no checkout is found:
+    # it must use this side's state folder (GX results, Data Docs), not a per-user default.
+    env.setdefault("EOS_STATE_DIR", str(paths.state_dir()))
     # The folder holding the eos_ingest this process imported (a checkout's root, or site-packages):
     # the job imports the same library, installed or not.
     env["PYTHONPATH"] = os.pathsep.join(
