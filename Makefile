@@ -74,8 +74,10 @@ demo:
 airflow-up: setup
 	@scripts/airflow.sh up
 
-# Stops what `make demo` started: Airflow (every process it started) and the Kafka broker.
+# Stops what `make demo` started: Airflow (every process it started) and the Kafka broker;
+# and the Spark standalone cluster of `make spark-up`, if one runs.
 down:
 	@scripts/airflow.sh down
 	@stack/stack.sh down
+	@stack/spark.sh down
 .PHONY: demo airflow-up down

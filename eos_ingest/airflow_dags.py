@@ -93,7 +93,9 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
             jars = None  # resolved again in execute, where a missing jar fails the task clearly
         super().__init__(
             application=str(JOB_SCRIPT),
-            application_args=["--config", pipeline_file, "--batch-id", xcom, *catch_up],
+            # The pipeline YAML goes with --files and the job reads it by name (submit.shipped): on
+            # a cluster the driver or the executors may run where the submitter's path does not exist.
+            application_args=["--config-file", Path(pipeline_file).name, "--batch-id", xcom, *catch_up],
             # WARN: Spark's INFO lines would bury the job's own log lines in the task log.
             conf={**DELTA_CONF, "spark.log.level": "WARN"},
             jars=jars,
@@ -108,7 +110,7 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
         from eos_ingest import airflow_conn
         from eos_ingest.operations import open_store
         from eos_ingest.spark_session import local_jars
-        from eos_ingest.submit import job_conf, spark_submit_env
+        from eos_ingest.submit import job_conf, shipped, spark_submit_env
 
         args = list(self.application_args or [])
         batch_id = int(args[args.index("--batch-id") + 1])
@@ -123,7 +125,9 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
         if batch.status.value not in ("planned", "committed"):
             raise AirflowFailException(f"batch {batch_id} is {batch.status.value}: {batch.error}")
         master = _spark_master(self._conn_id)
-        local = master.startswith("local")
+        # Client mode on a standalone master, as on local: the driver runs here, with this side's
+        # interpreter and state folder (spark_submit_env). YARN and Kubernetes bring their own.
+        local = master.startswith(("local", "spark://"))
         env = {**(spark_submit_env(base={}) if local else {}), **(self.env_vars or {})}
         if conn_settings:
             if master.startswith(("yarn", "k8s")) and airflow_conn.secret_values(conn_settings):
@@ -136,6 +140,8 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
             env[airflow_conn.KAFKA_SETTINGS_ENV] = airflow_conn.encode_settings(conn_settings)
             mask_secret(env[airflow_conn.KAFKA_SETTINGS_ENV])
         self.jars = self.jars or ",".join(local_jars())
+        files = shipped(Path(self.pipeline_file))
+        self.py_files, self.files = files["py_files"], files["files"]
         self.conf = {**job_conf(master), **(self.conf or {})}
         rendered_env, self.env_vars = self.env_vars, env
         self.log.info("batch %s (%s): %s", batch_id, batch.kind.value, [f"{r}" for r in batch.ranges])

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import secrets
 import subprocess
 import uuid
@@ -24,18 +23,16 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from eos_ingest import paths
 from eos_ingest.config import PipelineConfig, load_pipeline
 from eos_ingest.control_store import ControlStore
 from eos_ingest.kafka_offsets import fetch_partition_offsets
 from tests.e2e.airflow_api import AirflowApi
-from tests.fixtures.kafka import free_port
+from tests.e2e.airflow_stack import running_airflow
 from tests.fixtures.pipelines import verify_pipeline
 from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.e2e
 
-AIRFLOW_SH = paths.REPO_ROOT / "scripts" / "airflow.sh"
 CANARY = f"canary-{secrets.token_hex(8)}"
 BAD_VALUES = [b"not json", b'{"id": "abc"}', b"[1, 2]"]
 RUN_TIMEOUT_S = 900  # one batch: spark-submit, the GX gate and audit, on a busy 2-core machine
@@ -53,26 +50,9 @@ def rows(start: int, count: int) -> list[dict]:
     return [{"id": i, "name": f"n{i}", "amount": i / 2} for i in range(start, start + count)]
 
 
-def our_processes(airflow_home: Path) -> list[int]:
-    """Pids whose environment holds this AIRFLOW_HOME: only processes this module started."""
-    marker = f"AIRFLOW_HOME={airflow_home}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("airflow-e2e")
-    state = root / "state"
-    state.mkdir()
-    (state / "jars").symlink_to(paths.state_dir() / "jars")  # fetched once by `make setup`
     topic = f"e2e_events_{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(timeout=60)
@@ -108,31 +88,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str) -> Ite
         "schedule": None,
     }
     (pipelines / "e2e.yaml").write_text(yaml.safe_dump(doc))
-    password = secrets.token_urlsafe(12)
-    port = free_port()
-    airflow_home = state / "airflow"
     conn = {"bootstrap.servers": kafka_bootstrap, "sasl.username": "e2e", "sasl.password": CANARY}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_", "AIRFLOW__"))}
-    env.update(
-        EOS_STATE_DIR=str(state),
-        EOS_AIRFLOW_HOME=str(airflow_home),
-        EOS_AIRFLOW_PORT=str(port),
-        EOS_AIRFLOW_ADMIN_PASSWORD=password,
-        EOS_PIPELINES_DIR=str(pipelines),
-        EOS_KAFKA_BOOTSTRAP="127.0.0.1:9",
-        AIRFLOW_CONN_KAFKA_DEFAULT=json.dumps({"conn_type": "kafka", "extra": conn}),
-    )
-    try:
-        up = subprocess.run([str(AIRFLOW_SH), "up"], env=env, text=True, capture_output=True, timeout=420)
-        assert up.returncode == 0, f"airflow.sh up failed:\n{up.stdout}\n{up.stderr}"
+    env = {
+        # The YAML's default broker points where nothing listens: the connection must win.
+        "EOS_KAFKA_BOOTSTRAP": "127.0.0.1:9",
+        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "kafka", "extra": conn}),
+    }
+    with running_airflow(root, pipelines, env) as (api, airflow_home):
         config = load_pipeline(pipelines / "e2e.yaml")
         merged = dataclasses.replace(config, kafka={**config.kafka, "bootstrap.servers": kafka_bootstrap})
-        yield Stack(AirflowApi(f"http://127.0.0.1:{port}", "admin", password), merged, topic, airflow_home)
-    finally:
-        down = subprocess.run([str(AIRFLOW_SH), "down"], env=env, text=True, capture_output=True, timeout=180)
-        assert down.returncode == 0, down.stderr
-        assert our_processes(airflow_home) == [], "airflow.sh down left processes behind"
-        assert subprocess.run(["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}"]).returncode != 0
+        yield Stack(api, merged, topic, airflow_home)
 
 
 def table_copies(spark, config: PipelineConfig) -> Counter[int]:
@@ -265,6 +230,7 @@ def test_kafka_secrets_never_reach_logs_or_rendered_templates(stack: Stack) -> N
         if tis["spark_ingest"]["state"] != "success":
             continue  # an idle run skipped it: nothing was rendered
         fields = tis["spark_ingest"]["rendered_fields"]
-        assert fields["application_args"][:2] == ["--config", str(stack.config.source)], fields
+        # The pipeline file goes by name (shipped with --files), never as a path on this machine.
+        assert fields["application_args"][:2] == ["--config-file", "e2e.yaml"], fields
         rendered = json.dumps(fields)
         assert CANARY not in rendered and "EOS_KAFKA_SETTINGS_JSON" not in rendered

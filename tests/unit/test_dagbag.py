@@ -76,7 +76,7 @@ def test_the_ingest_dag_runs_one_at_a_time_on_the_pipeline_schedule(bag: Any) ->
         assert spark._conn_id == "spark_default"
         assert spark.application == str(paths.JOB_SCRIPT)
         assert spark.application_args == [
-            "--config", str(config.source), "--batch-id", "{{ ti.xcom_pull(task_ids='plan') }}",
+            "--config-file", config.source.name, "--batch-id", "{{ ti.xcom_pull(task_ids='plan') }}",
             "--until-caught-up", "{{ params.until_caught_up }}",
         ]  # fmt: skip
         # One batch per run unless the trigger asks for the backlog (one Spark session, batch by batch).
