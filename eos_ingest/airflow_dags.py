@@ -333,15 +333,16 @@ def backfill_dag(config: PipelineConfig) -> DAG:
     def record_backfill() -> int:
         """Refuse an invalid request before any work, else record the batch and return its id."""
         from eos_ingest.airflow_conn import config_from_airflow
-        from eos_ingest.backfill import PARAM_KEYS, create_backfill, parse_request
-        from eos_ingest.operations import open_store
+        from eos_ingest.backfill import PARAM_KEYS
+        from eos_ingest.operations import open_store, record_backfill
 
         context = get_current_context()
         params = {k: context["params"].get(k) for k in PARAM_KEYS}
         with _library_errors():
             merged, _ = config_from_airflow(load_pipeline(pipeline_file))
-            request = parse_request(params, merged.topics)
-            batch = create_backfill(merged, open_store(merged), request, airflow_run_id=context["run_id"])
+            batch, request = record_backfill(
+                merged, open_store(merged), params, airflow_run_id=context["run_id"]
+            )
         log.info("backfill batch %s: %s", batch.batch_id, request.describe())
         return batch.batch_id
 

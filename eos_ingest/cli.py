@@ -19,12 +19,20 @@ from pathlib import Path
 from eos_ingest.airflow_conn import (
     config_for_cli,
 )
-from eos_ingest.backfill import PARAM_KEYS, create_backfill, parse_request
+from eos_ingest.backfill import PARAM_KEYS
 from eos_ingest.config import PipelineConfig, load_pipeline, load_pipeline_by_name
 from eos_ingest.control_store import ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError, exit_code
-from eos_ingest.kafka_offsets import fetch_partition_offsets, fetch_snapshot
-from eos_ingest.operations import audit_batches, batch_summary, open_store, plan_batch, submit_batch
+from eos_ingest.kafka_offsets import fetch_snapshot
+from eos_ingest.operations import (
+    audit_batches,
+    batch_summary,
+    open_store,
+    pipeline_status,
+    plan_batch,
+    record_backfill,
+    submit_batch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +91,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     """``eos-ingest backfill``: check, record the batch, then run it with spark-submit."""
     config = load_config(args)
     store = open_store(config)
-    request = parse_request({k: getattr(args, k) for k in PARAM_KEYS}, config.topics)
-    batch = create_backfill(config, store, request)
+    batch, request = record_backfill(config, store, {k: getattr(args, k) for k in PARAM_KEYS})
     print(f"eos-ingest: backfill batch {batch.batch_id}: {request.describe()}", file=sys.stderr)
     return submit_and_report(config, store, batch.batch_id, args.master)
 
@@ -98,19 +105,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """eos_ingest.status.pipeline_status as JSON: the lag and notes the Ingestion page shows.
-
-    Unlike the page, the Kafka offsets are read with the planner's retries, and a broker that does
-    not answer is KafkaUnavailableError (exit 75) rather than a status without Kafka columns."""
-    from eos_ingest.status import pipeline_status
-
+    """operations.pipeline_status as JSON: the lag and notes the Ingestion page shows (exit 75
+    when the broker does not answer)."""
     config = load_config(args)
-    shown = pipeline_status(
-        config,
-        open_store(config),
-        batches=args.limit,
-        read_offsets=lambda: fetch_partition_offsets(config.kafka_settings, config.topics),
-    )
+    shown = pipeline_status(config, open_store(config), batches=args.limit)
     print(json.dumps(shown, indent=2))
     return 0
 

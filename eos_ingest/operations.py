@@ -1,5 +1,6 @@
-"""Operations that the CLI, the DAGs and the Spark job share: open the store, plan, submit a
-batch, audit, summarize; a backfill's checks live in backfill.py and status in status.py.
+"""Operations that the CLI, the DAGs and the Spark job share: open the store, plan, record a
+backfill, submit a batch, audit, status, summarize. The rules behind them live in their own
+modules (planner, backfill, audit, status); this is the one place callers enter.
 
 Each caller adds only its own edges (argument parsing, Airflow context, the Spark session).
 """
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eos_ingest.airflow_conn import KAFKA_SETTINGS_ENV, connection_settings_from_env, encode_settings
+from eos_ingest.backfill import BackfillRequest, create_backfill, parse_request
 from eos_ingest.config import PipelineConfig
 from eos_ingest.control_store import Batch, BatchKind, BatchStatus, ControlStore
 from eos_ingest.kafka_offsets import fetch_partition_offsets, fetch_snapshot
@@ -145,3 +147,32 @@ def audit_batches(
     finally:
         if own and spark is not None:
             spark.stop()
+
+
+def record_backfill(
+    config: PipelineConfig,
+    store: ControlStore,
+    params: Mapping[str, Any],
+    *,
+    airflow_run_id: str | None = None,
+) -> tuple[Batch, BackfillRequest]:
+    """Check a backfill request (backfill.PARAM_KEYS) and record its planned batch.
+
+    An invalid request raises BackfillRangeError or ConfigError before anything is written.
+    """
+    request = parse_request(params, config.topics)
+    return create_backfill(config, store, request, airflow_run_id=airflow_run_id), request
+
+
+def pipeline_status(config: PipelineConfig, store: ControlStore, *, batches: int = 10) -> dict[str, Any]:
+    """status.pipeline_status with the planner's retried Kafka read: a broker that does not answer
+    raises KafkaUnavailableError rather than giving a status without Kafka columns (the page's
+    choice, which calls status.pipeline_status directly)."""
+    from eos_ingest import status
+
+    return status.pipeline_status(
+        config,
+        store,
+        batches=batches,
+        read_offsets=lambda: fetch_partition_offsets(config.kafka_settings, config.topics),
+    )
