@@ -40,3 +40,22 @@ def test_the_table_names_every_error_class() -> None:
         if isinstance(obj, type) and issubclass(obj, errors.EosIngestError)
     }
     assert defined == {error for error, _ in EXIT_CODES}
+
+
+@pytest.mark.parametrize("job_code", [EXIT_NEEDS_A_PERSON, EXIT_FENCED, EXIT_RETRIABLE, EXIT_FAILED])
+def test_run_passes_the_jobs_exit_code_through(monkeypatch: pytest.MonkeyPatch, job_code: int) -> None:
+    """A config error the job finds on the driver exits 2 from `eos-ingest run` too, not 1."""
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from eos_ingest import cli
+
+    planned = SimpleNamespace(
+        batch_id=7, kind=SimpleNamespace(value="scheduled"), status=SimpleNamespace(value="planned"),
+        fence=1, records_read=None, records_written=None, records_quarantined=None, delta_version=None,
+        error=None, override_note=None, created_at=datetime(2026, 1, 1, tzinfo=UTC), ranges=[],
+    )  # fmt: skip
+    monkeypatch.setattr(cli, "submit_batch", lambda *args, **kwargs: (job_code, [planned]))
+    config = SimpleNamespace(name="p")
+    assert cli.submit_and_report(config, None, 7, "local[1]") == job_code  # type: ignore[arg-type]
+    assert cli.submit_and_report(config, None, 7, "local[1]", until_caught_up=True) == job_code  # type: ignore[arg-type]
