@@ -116,10 +116,6 @@ class ControlStore:
         )
         return self._db.run(lambda conn: q.load(conn, query, limit), write=False)[::-1]
 
-    def pending_scheduled_batch(self, pipeline: str) -> Batch | None:
-        """The planned scheduled batch of the pipeline, if any (there is at most one)."""
-        return self._db.run(lambda conn: q.pending(conn, pipeline), write=False)
-
     def committed_ranges(self, pipeline: str, topic: str | None = None) -> list[PlannedRange]:
         """Non-empty ranges of committed batches (scheduled and backfill): what `verify` checks."""
         query = (

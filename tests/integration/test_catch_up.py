@@ -15,7 +15,7 @@ from eos_ingest.control_store import BatchStatus
 from eos_ingest.kafka_offsets import fetch_partition_offsets
 from eos_ingest.planner import TopicPartition
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
-from tests.fixtures.pipelines import verify_pipeline
+from tests.fixtures.pipelines import pending_scheduled_batch, verify_pipeline
 from tests.integration.test_failures import finish, planned_batch, wait_for_pause
 from tests.kafka_helpers import TxProducer
 
@@ -53,7 +53,7 @@ def test_a_kill_in_a_later_batch_loses_only_that_batch_and_a_rerun_catches_up_in
     finish(job, log)
 
     assert store.get_batch(first.batch_id).status is BatchStatus.COMMITTED
-    second = store.pending_scheduled_batch(config.name)
+    second = pending_scheduled_batch(store, config.name)
     assert second is not None and second.batch_id > first.batch_id, "batch 2 stays planned after the kill"
     assert len(verify_pipeline(spark, config).examples["duplicates"]) == 0
 

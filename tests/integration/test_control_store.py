@@ -25,6 +25,7 @@ from eos_ingest.errors import (
 )
 from eos_ingest.identity import KafkaIdentity, TopicIdentity
 from eos_ingest.planner import LostOffsets, Plan, PlannedRange, TopicPartition
+from tests.fixtures.pipelines import pending_scheduled_batch
 
 pytestmark = pytest.mark.integration
 
@@ -92,7 +93,7 @@ def test_plan_persists_batch_and_ranges(store: ControlStore) -> None:
     assert (batch.airflow_run_id, batch.override_note) == ("scheduled__1", "first run")
     assert batch.created_at.tzinfo == UTC and batch.committed_at is None
     assert store.get_batch(batch.batch_id) == batch
-    assert store.pending_scheduled_batch(P) == batch
+    assert pending_scheduled_batch(store, P) == batch
     assert store.committed_offsets(P) == {T0: 0, T1: 0}
 
 
@@ -110,7 +111,7 @@ def test_plan_without_records_creates_no_batch_but_records_new_partitions(store:
     empty = Planner(PlannedRange("orders", 0, 5, 5), new=(T0,))
     assert store.plan_scheduled(P, empty) == (None, True)
     assert store.committed_offsets(P) == {T0: 5}
-    assert store.list_batches(P) == [] and store.pending_scheduled_batch(P) is None
+    assert store.list_batches(P) == [] and pending_scheduled_batch(store, P) is None
 
 
 def test_commit_moves_offsets_from_start_to_end(store: ControlStore) -> None:
@@ -239,7 +240,7 @@ def test_backfill_commit_does_not_move_offsets(store: ControlStore) -> None:
     done = commit(store, backfill.batch_id, store.take_fence(backfill.batch_id), read=4)
     assert done.status is BatchStatus.COMMITTED
     assert store.committed_offsets(P) == {T0: 10, T1: 0}
-    assert store.pending_scheduled_batch(P) == pending  # untouched by the backfill
+    assert pending_scheduled_batch(store, P) == pending  # untouched by the backfill
     assert PlannedRange("orders", 0, 2, 6) in store.committed_ranges(P, topic="orders")
 
 
@@ -392,7 +393,7 @@ def test_sqlite_writers_queue_instead_of_failing_with_database_is_locked(tmp_pat
         t.join(timeout=60)
     assert errors == []
     store = ControlStore(url)
-    assert all(store.pending_scheduled_batch(p) is not None for p in pipelines)
+    assert all(pending_scheduled_batch(store, p) is not None for p in pipelines)
 
 
 # -- topic and cluster identity (schema version 2) ---------------------------------------------------
@@ -419,7 +420,7 @@ def test_a_recreated_topic_is_refused_at_plan_and_nothing_is_planned(store: Cont
         store.plan_scheduled(P, later, identity=kafka(NEW_ID))
     message = str(recreated.value)
     assert all(w in message for w in ("'orders'", OLD_ID, NEW_ID, "reset-offsets --pipeline orders_pipeline"))
-    assert later.calls == [] and store.pending_scheduled_batch(P) is None
+    assert later.calls == [] and pending_scheduled_batch(store, P) is None
     assert store.committed_offsets(P) == {T0: 10, T1: 0}
     assert store.recorded_identities(P)["orders"].topic_id == OLD_ID
 
