@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from eos_ingest.control_store import ControlStore
 from tests.fixtures.pipelines import verify_pipeline
+from tests.fixtures.spark_cluster import assert_ran_on_cluster
 from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.e2e
@@ -54,25 +54,11 @@ def test_the_ingest_dag_runs_its_batch_on_the_standalone_cluster_exactly_once(
     (batch,) = store.list_batches("dag_on_cluster")
     assert (batch.status.value, batch.records_written, batch.dq_success) == ("committed", 120, True)
 
-    # The job's own line names its Spark application: a standalone one, which the master lists as
-    # finished under the operator's name.
-    # (The task log is JSON lines: the job's own JSON line shows with escaped quotes.)
+    # The job's own line names its Spark application (the task log is JSON lines: the job's JSON
+    # line shows with escaped quotes).
     found = re.search(r'spark_application_id\\?": \\?"([^"\\]+)', log)
     assert found, log[-5000:]
-    app_id = found.group(1)
-    assert app_id.startswith("app-"), f"not a standalone application: {app_id}"
-    with urllib.request.urlopen(f"{spark_cluster.web}/json/", timeout=10) as answer:
-        finished = {a["id"]: a for a in json.load(answer)["completedapps"]}
-    assert app_id in finished, f"{app_id} not among the master's completed apps: {list(finished)}"
-    assert (finished[app_id]["state"], finished[app_id]["name"]) == ("FINISHED", "eos-ingest-dag_on_cluster")
-
-    # Executors that the worker launched fetched what spark-submit shipped.
-    if spark_cluster.work_dir is not None:
-        executors = [d for d in (spark_cluster.work_dir / app_id).iterdir() if d.is_dir()]
-        assert executors, f"the worker launched no executor for {app_id}"
-        fetched = {f.name for d in executors for f in d.iterdir()}
-        assert "dag_on_cluster.yaml" in fetched, fetched
-        assert any(name.startswith("eos_ingest-") and name.endswith(".zip") for name in fetched), fetched
+    assert_ran_on_cluster(spark_cluster, found.group(1), "eos-ingest-dag_on_cluster", "dag_on_cluster.yaml")
 
     report = verify_pipeline(spark, config)
     assert report.ok and report.expected == 120 and report.duplicates == 0, report.to_dict()

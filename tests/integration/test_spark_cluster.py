@@ -6,12 +6,11 @@ import json
 import os
 import subprocess
 import sys
-import urllib.request
 
 import pytest
 
-from eos_ingest.submit import package_zip
 from tests.fixtures.pipelines import verify_pipeline
+from tests.fixtures.spark_cluster import assert_ran_on_cluster
 from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.integration
@@ -44,25 +43,9 @@ def test_run_on_a_standalone_cluster_runs_the_batch_in_the_workers_executors_exa
     assert done.returncode == 0, done.stderr[-5000:]
     assert json.loads(done.stdout)["status"] == "committed"
     committed = [json.loads(x) for x in done.stderr.splitlines() if x.startswith('{"status": "committed"')]
+    # Its tasks ran in the worker's executors, which fetched what spark-submit shipped.
     app_id = committed[0]["spark_application_id"]
-    assert app_id.startswith("app-"), f"not a standalone application: {app_id}"
-
-    # The master lists the application as finished.
-    with urllib.request.urlopen(f"{spark_cluster.web}/json/", timeout=10) as answer:
-        status = json.load(answer)
-    finished = {a["id"]: a for a in status["completedapps"]}
-    assert app_id in finished, f"{app_id} not among the master's completed apps: {list(finished)}"
-    assert finished[app_id]["state"] == "FINISHED"
-    assert finished[app_id]["name"] == "eos-ingest on_cluster batch 1"
-
-    # Its tasks ran in executors that the worker launched, which fetched the package zip and the
-    # pipeline file that spark-submit shipped.
-    if spark_cluster.work_dir is not None:
-        executors = [d for d in (spark_cluster.work_dir / app_id).iterdir() if d.is_dir()]
-        assert executors, f"the worker launched no executor for {app_id}"
-        fetched = {f.name for d in executors for f in d.iterdir()}
-        assert package_zip().name in fetched, fetched
-        assert "on_cluster.yaml" in fetched, fetched
+    assert_ran_on_cluster(spark_cluster, app_id, "eos-ingest on_cluster batch 1", "on_cluster.yaml")
 
     report = verify_pipeline(spark, config)
     assert report.ok and report.expected == 200, report
