@@ -99,7 +99,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     """``eos-ingest audit``: GX over a committed batch's rows; prints the report; 1 if it failed."""
     config = load_config(args)
-    (report,) = audit_batches(config, [args.batch_id])
+    (report,) = audit_batches(config, [args.batch_id], recount=args.recount)
     print(json.dumps(report, indent=2, default=str))
     return 0 if report["success"] else 1
 
@@ -243,6 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p = command("audit", cmd_audit, "check a committed batch's rows with Great Expectations (Data Docs page)")
     p.add_argument("--batch-id", type=int, required=True, help="a committed batch of the pipeline")
+    p.add_argument(
+        "--recount",
+        action="store_true",
+        help="count the batch's records in Kafka again (default: the gate's count, made before the commit)",
+    )
     p = command("reset-offsets", cmd_reset_offsets, "restart a recreated topic's offsets (operator action)")
     p.add_argument("--topic", required=True)
     p.add_argument(

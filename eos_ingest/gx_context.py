@@ -20,6 +20,7 @@ from eos_ingest.config import PipelineConfig
 from eos_ingest.quality_suite import EXPECTED_ROWS, build_suite, quiet_gx
 
 if TYPE_CHECKING:
+    import pandas as pd
     from great_expectations.core import ExpectationSuiteValidationResult
     from great_expectations.data_context import AbstractDataContext
     from pyspark.sql import DataFrame
@@ -28,6 +29,8 @@ __all__ = ["data_docs_index", "gx_lock", "gx_root", "open_context", "validate"]
 
 GX_TEMPLATE = paths.GX_TEMPLATE  # package data: eos_ingest/expectations/great_expectations.yml
 DATASOURCE, ASSET, BATCH_DEFINITION = "eos_spark", "batch_rows", "whole_frame"  # declared in the yml
+# The audit's rows come as a pandas frame (read with delta-rs): the same asset on a pandas source.
+PANDAS_DATASOURCE = "eos_pandas"
 SITE = "local_site"
 # SUMMARY keeps a few unexpected values per expectation: enough to name the offending rows,
 # small enough to store on the batch row.
@@ -92,9 +95,10 @@ def _report_path(context: AbstractDataContext, result_id: Any) -> str:
 
 
 def validate(
-    config: PipelineConfig, batch_id: int, stage: str, frame: DataFrame, expected_rows: int
+    config: PipelineConfig, batch_id: int, stage: str, frame: DataFrame | pd.DataFrame, expected_rows: int
 ) -> tuple[ExpectationSuiteValidationResult, str, str]:
-    """Run the pipeline's checkpoint on `frame`: (suite result, result identifier, report path)."""
+    """Run the pipeline's checkpoint on `frame`, a Spark or a pandas frame: (suite result, result
+    identifier, report path)."""
     with quiet_gx():
         import great_expectations as gx
         from great_expectations.checkpoint import UpdateDataDocsAction
@@ -105,7 +109,8 @@ def validate(
     with gx_lock(root), quiet_gx():
         context = open_context(root)
         suite = context.suites.add_or_update(suite)
-        data = context.data_sources.get(DATASOURCE).get_asset(ASSET).get_batch_definition(BATCH_DEFINITION)
+        source = DATASOURCE if hasattr(frame, "sparkSession") else PANDAS_DATASOURCE
+        data = context.data_sources.get(source).get_asset(ASSET).get_batch_definition(BATCH_DEFINITION)
         name = f"{config.name}.{stage}"
         definition = context.validation_definitions.add_or_update(
             gx.ValidationDefinition(name=name, data=data, suite=suite)

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eos_ingest.airflow_conn import KAFKA_SETTINGS_ENV, connection_settings_from_env, encode_settings
 from eos_ingest.backfill import BackfillRequest, create_backfill, parse_request
@@ -20,9 +20,6 @@ from eos_ingest.control_store import Batch, BatchKind, BatchStatus, ControlStore
 from eos_ingest.kafka_offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.planner import TopicPartition, plan_ranges
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 
 def open_store(config: PipelineConfig) -> ControlStore:
@@ -132,21 +129,12 @@ def run_batches(store: ControlStore, config: PipelineConfig, batch_id: int) -> l
 
 
 def audit_batches(
-    config: PipelineConfig, batch_ids: Sequence[int], spark: SparkSession | None = None
+    config: PipelineConfig, batch_ids: Sequence[int], *, recount: bool = False
 ) -> list[dict[str, Any]]:
-    """Audit committed batches (audit.audit_batch), in one Spark session when there are several."""
+    """Audit committed batches (audit.audit_batch): read with delta-rs, no Spark session."""
     from eos_ingest.audit import audit_batch
 
-    own = spark is None and len(batch_ids) > 1
-    if own:
-        from eos_ingest.spark_session import build_session
-
-        spark = build_session("eos-ingest audit", master="local[2]")
-    try:
-        return [audit_batch(config, batch_id, spark=spark) for batch_id in batch_ids]
-    finally:
-        if own and spark is not None:
-            spark.stop()
+    return [audit_batch(config, batch_id, recount=recount) for batch_id in batch_ids]
 
 
 def record_backfill(

@@ -66,7 +66,7 @@ def test_audit_passes_after_a_normal_batch_and_is_stored_on_the_batch(
 ) -> None:
     _, config, batch_id = committed_batch(spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url)
 
-    report = audit_batch(config, batch_id, spark)
+    report = audit_batch(config, batch_id)
 
     assert report["success"] is True, report
     assert report["batch_id"] == batch_id and report["failed_expectations"] == []
@@ -89,7 +89,7 @@ def test_audit_fails_on_rows_duplicated_behind_the_pipelines_back(
     _, config, batch_id = committed_batch(spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url)
     table(spark, config).limit(3).write.format("delta").mode("append").save(str(config.output_path))
 
-    report = audit_batch(config, batch_id, spark)
+    report = audit_batch(config, batch_id)
 
     assert report["success"] is False
     assert UNIQUE in report["failed_expectations"], report
@@ -107,7 +107,7 @@ def test_audit_fails_when_a_committed_row_is_missing(
     _, config, batch_id = committed_batch(spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url)
     DeltaTable.forPath(spark, str(config.output_path)).delete("kafka_partition = 1 AND kafka_offset = 2")
 
-    report = audit_batch(config, batch_id, spark)
+    report = audit_batch(config, batch_id)
 
     assert report["success"] is False and report["failed_expectations"] == [COUNT], report
     assert report["critical_failures"] == [f"{COUNT}: observed 11, expected 12"]
@@ -126,7 +126,7 @@ def test_audit_reports_a_row_of_the_batch_outside_its_ranges(
     stray = stray.withColumn("kafka_offset", F.lit(500).cast("bigint"))
     stray.write.format("delta").mode("append").save(str(config.output_path))
 
-    report = audit_batch(config, batch_id, spark)
+    report = audit_batch(config, batch_id)
 
     assert report["success"] is False
     assert set(report["failed_expectations"]) == {IN_RANGES, COUNT}, report
@@ -281,7 +281,7 @@ def test_a_warning_expectation_reports_but_does_not_stop_the_batch(
         spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, expectations=[warn]
     )
 
-    report = audit_batch(config, batch_id, spark)
+    report = audit_batch(config, batch_id)
 
     assert report["success"] is True
     assert report["failed_expectations"] == ["expect_column_values_to_be_between(amount)"]
@@ -301,3 +301,58 @@ def test_audit_command_audits_a_batch_and_exits_1_on_failure(
     table(spark, config).limit(1).write.format("delta").mode("append").save(str(config.output_path))
     assert cli.main(args) == 1
     assert UNIQUE in json.loads(capsys.readouterr().out)["failed_expectations"]
+
+
+@sqlite_only
+def test_audit_checks_against_the_gates_count_and_recount_asks_kafka_again(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
+) -> None:
+    import sqlalchemy as sa
+
+    _, config, batch_id = committed_batch(spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url)
+    # A recorded count that disagrees with the table: the audit must use it, and fail on it.
+    engine = sa.create_engine(config.control_db_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE eos_batches SET records_read = 14 WHERE batch_id = :b"), {"b": batch_id})
+    engine.dispose()
+
+    recorded = audit_batch(config, batch_id)
+    recounted = audit_batch(config, batch_id, recount=True)
+
+    assert recorded["success"] is False and recorded["critical_failures"] == [
+        f"{COUNT}: observed 12, expected 13"
+    ]
+    assert recorded["read_committed_records_source"].startswith("counted by the gate's consumer")
+    assert recounted["success"] is True, recounted  # Kafka holds 13: 12 rows + 1 quarantined
+    assert recounted["statistics"]["read_committed_records"] == 13
+    assert recounted["read_committed_records_source"] == "recounted from Kafka"
+
+
+@sqlite_only
+def test_audit_command_needs_no_java(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
+) -> None:
+    """The audit reads the table with delta-rs: it starts no JVM, so it runs where Java is absent."""
+    import os
+    import subprocess
+    import sys
+
+    _, config, batch_id = committed_batch(spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url)
+    no_java = tmp_path / "empty-bin"
+    no_java.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_HOME", "PYSPARK_SUBMIT_ARGS")}
+    env.update(PATH=str(no_java), JAVA_HOME=str(tmp_path / "no-jdk"), EOS_STATE_DIR=str(tmp_path / "state"))
+    argv = [sys.executable, "-m", "eos_ingest.cli", "audit", "--config", str(config.source)]
+    done = subprocess.run(
+        [*argv, "--batch-id", str(batch_id)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["success"] is True and report["statistics"]["rows"] == 12
+    assert Path(report["report_path"]).is_relative_to(tmp_path / "state" / "gx")

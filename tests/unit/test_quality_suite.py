@@ -22,6 +22,7 @@ from eos_ingest.quality_suite import (
     quiet_gx,
     summarize,
     validated_columns,
+    with_range_column_pandas,
 )
 
 with quiet_gx():
@@ -201,3 +202,30 @@ def test_the_validated_frame_keeps_every_column_the_suite_reads(
     tmp_path: Path, expectations: list[dict[str, Any]], columns: list[str]
 ) -> None:
     assert validated_columns(pipeline(tmp_path, expectations), FRAME) == [c for c in FRAME if c in columns]
+
+
+def test_the_pandas_range_column_names_rows_outside_the_planned_ranges_as_spark_does() -> None:
+    import pandas as pd
+
+    from eos_ingest.planner import PlannedRange
+
+    ranges = [PlannedRange("t", 0, 10, 20), PlannedRange("t", 0, 20, 30), PlannedRange("t", 1, 5, 6)]
+    frame = pd.DataFrame(
+        {
+            "kafka_topic": ["t", "t", "t", "t", "t", None, "u"],
+            "kafka_partition": pd.array([0, 0, 0, 1, 2, 0, 0], dtype="Int32"),
+            "kafka_offset": pd.array([10, 29, 30, 5, 7, 12, 10], dtype="Int64"),
+        }
+    )
+
+    column = with_range_column_pandas(frame, ranges)[RANGE_COLUMN].tolist()
+
+    assert column == [
+        None,
+        None,
+        "t[0] offset 30 outside planned [10, 30)",  # adjacent ranges read as one
+        None,
+        "t[2] offset 7 outside planned none",
+        None,  # a null identity: the not-null expectations report it
+        "u[0] offset 10 outside planned none",
+    ]
