@@ -101,7 +101,7 @@ def main() -> None:
     runs = []
     for _ in range(opts.runs):
         # As the job does: the recount starts before the Spark read when the hook exists.
-        recount = quality.start_recount(config, batch, spark) if concurrent else None
+        recount = quality.start_recount(config, batch) if concurrent else None
         started = time.monotonic()
         kafka_rows = read_ranges(spark, config.kafka_settings, batch.ranges)
         parsed = parser.parse(kafka_rows, config, batch.batch_id).persist(StorageLevel.MEMORY_AND_DISK)

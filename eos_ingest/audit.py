@@ -26,7 +26,7 @@ from eos_ingest.errors import BatchStateError
 from eos_ingest.gx_context import validate
 from eos_ingest.quality import committed_record_count
 from eos_ingest.quality_report import build_report, record_report
-from eos_ingest.quality_suite import validated_columns, with_range_column_pandas
+from eos_ingest.quality_suite import arrow_frame, validated_columns
 
 if TYPE_CHECKING:
     import pyarrow.dataset as pads
@@ -109,7 +109,7 @@ def audit_batch(config: PipelineConfig, batch_id: int, *, recount: bool = False)
     schema_names = DeltaTable(str(config.output_path)).schema().to_arrow().names
     table = committed_rows(config.output_path, batch, validated_columns(config, schema_names))
     assert table is not None  # checked above
-    frame = with_range_column_pandas(_to_pandas(table), batch.ranges)
+    frame = arrow_frame(table, batch.ranges)
     quarantined = _committed_count(config.quarantine_path, batch)
     if recount or batch.records_read is None:
         expected, source = committed_record_count(config, batch), "recounted from Kafka"
@@ -125,14 +125,3 @@ def audit_batch(config: PipelineConfig, batch_id: int, *, recount: bool = False)
     level = logging.INFO if report["success"] else logging.ERROR
     log.log(level, "batch %s audit: %s", batch_id, json.dumps(report, default=str))
     return report
-
-
-def _to_pandas(table: Table) -> Any:
-    """The rows as a pandas frame; the topic column as a category (one string per topic, not per
-    row: the frame of a million-row batch stays tens of MB)."""
-    import pyarrow.compute as pc
-
-    if "kafka_topic" in table.column_names:
-        index = table.column_names.index("kafka_topic")
-        table = table.set_column(index, "kafka_topic", pc.dictionary_encode(table["kafka_topic"]))
-    return table.to_pandas()

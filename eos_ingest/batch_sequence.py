@@ -102,7 +102,7 @@ def execute_batch(
     _check_identity(config, store, batch)
     gate_off = os.environ.get(GATE_OFF_ENV) == "1"
     # The gate's independent count (a plain Kafka consumer) and GX's warm-up run beside the read.
-    recount = None if gate_off else quality.start_recount(config, batch, spark)
+    recount = None if gate_off else quality.start_recount(config, batch)
     log.info("batch %s: phase %s", batch_id, "read")
     kafka_rows = read_ranges(spark, config.kafka_settings, batch.ranges)
     # Persisted so the count, the table write and the quarantine write read Kafka once.

@@ -24,6 +24,7 @@ from eos_ingest.verify import merge_ranges
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
     from great_expectations import ExpectationSuite
     from great_expectations.core import ExpectationSuiteValidationResult, ExpectationValidationResult
     from great_expectations.expectations import Expectation
@@ -129,25 +130,32 @@ _COLUMN_ARGUMENTS = ("column", "column_A", "column_B", "column_list")
 
 
 def validated_columns(config: PipelineConfig, columns: Sequence[str]) -> list[str]:
-    """The columns of the output frame the suite reads: the frame to validate is narrowed to them
-    and cached, so GX's scans read a few columns from memory instead of the whole rows.
+    """The columns of the output frame the suite reads (named_columns), else every column."""
+    named = named_columns(config, columns)
+    return list(columns) if named is None else named
+
+
+def named_columns(config: PipelineConfig, columns: Sequence[str]) -> list[str] | None:
+    """The columns of the output frame the suite reads, in the frame's order; None when it may
+    read any. The frame to validate is narrowed to them: the gate collects just those as Arrow,
+    the audit reads just those from the table.
 
     The default suite reads the identity; a pipeline's own column expectations add the columns
     they name. Anything whose columns cannot be told from its arguments (a table expectation, a
-    row_condition, a column the frame lacks, so GX reports it) keeps every column.
+    row_condition, a column the frame lacks, so GX reports it) needs every column.
     """
     wanted = list(IDENTITY_COLUMNS)
     for item in config.expectations:
         kind = str(item.get("type", ""))
         if kind.startswith("expect_table_") or item.get("row_condition") is not None:
-            return list(columns)
+            return None
         named = [item[k] for k in _COLUMN_ARGUMENTS if k in item]
         if not named:
-            return list(columns)
+            return None
         for value in named:
             for column in value if isinstance(value, list) else [value]:
                 if column not in columns:
-                    return list(columns)
+                    return None
                 if column not in wanted:
                     wanted.append(column)
     return [c for c in columns if c in wanted]
@@ -172,6 +180,18 @@ def with_range_column(rows: DataFrame, ranges: Sequence[PlannedRange]) -> DataFr
         planned = F.when(in_partition, F.lit(text)).otherwise(planned)
     problem = F.format_string("%s[%d] offset %d outside planned %s", topic, partition, offset, planned)
     return rows.withColumn(RANGE_COLUMN, F.when(~inside, problem))
+
+
+def arrow_frame(table: pa.Table, ranges: Sequence[PlannedRange]) -> pd.DataFrame:
+    """Rows read as Arrow (from Spark or from delta-rs) as the pandas frame GX validates, with
+    RANGE_COLUMN. The topic becomes a category: one string per topic, not per row, so a
+    million-row batch's identities take about 13 MB."""
+    import pyarrow.compute as pc
+
+    if "kafka_topic" in table.column_names:
+        index = table.column_names.index("kafka_topic")
+        table = table.set_column(index, "kafka_topic", pc.dictionary_encode(table["kafka_topic"]))
+    return with_range_column_pandas(table.to_pandas(), ranges)
 
 
 def with_range_column_pandas(frame: pd.DataFrame, ranges: Sequence[PlannedRange]) -> pd.DataFrame:

@@ -205,8 +205,8 @@ def test_gate_takes_the_recount_started_before_the_read_and_checks_against_it(
     )
     frame = spark.createDataFrame(identities, schema)
     # The warm-up validates a one-row frame of the batch's first range; it stores nothing.
-    assert quality.warm_up(config, batch, spark) is True
-    passed = quality.gate(spark, config, batch, frame, 0, recount=quality.start_recount(config, batch, spark))
+    assert quality.warm_up(config, batch) is True
+    passed = quality.gate(spark, config, batch, frame, 0, recount=quality.start_recount(config, batch))
     assert passed["success"] is True and passed["statistics"]["read_committed_records"] == 10
 
     one_more: Future[int] = Future()
@@ -356,3 +356,22 @@ def test_audit_command_needs_no_java(
     report = json.loads(done.stdout)
     assert report["success"] is True and report["statistics"]["rows"] == 12
     assert Path(report["report_path"]).is_relative_to(tmp_path / "state" / "gx")
+
+
+@sqlite_only
+def test_a_suite_that_reads_every_column_is_validated_on_spark_and_still_fails_the_batch(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
+) -> None:
+    """A table expectation may read any column: the gate keeps the rows in Spark (not collected)."""
+    from eos_ingest.quality_suite import named_columns
+
+    at_most_5 = {"type": "expect_table_row_count_to_be_between", "max_value": 5}
+    topic = make_topic(partitions=1)
+    TxProducer(kafka_bootstrap).transaction(topic, rows(0, 8), commit=True, partition=0)
+    config = make_pipeline([topic], control_db_url, expectations=[at_most_5])
+    assert named_columns(config, ["kafka_topic", "kafka_partition", "kafka_offset", "id"]) is None
+
+    with pytest.raises(QualityGateError, match="expect_table_row_count_to_be_between: observed 8"):
+        ingest_once(spark, config)
+
+    assert not config.output_path.exists()
