@@ -163,6 +163,8 @@ def replace_ranges(
     """
     import delta.exceptions  # noqa: F401  (installs the conversion of Delta's conflict errors)
 
+    del spark  # the rows carry their session; kept so every Spark step takes the session first
+
     tries = attempts if attempts is not None else conflict_attempts()
     made = 0
 
@@ -209,7 +211,7 @@ def replace_ranges(
             ) from exc
         raise WriteError(f"Delta replace of batch {batch_id} into {path} failed: {exc}") from exc
     try:
-        version, fence = version_written_by(spark, path, batch_id)
+        version, fence = version_written_by(path, batch_id)
     except Exception as exc:
         raise PartialWriteError(
             f"Delta replace of batch {batch_id} into {path} ran, but its version could not be read: "
@@ -229,18 +231,19 @@ def replace_ranges(
 _MARKER = re.compile(r"eos-ingest batch_id=(\d+)(?: fence=(\d+))?")
 
 
-def version_written_by(spark: SparkSession, path: str, batch_id: int) -> tuple[int, int | None]:
+def version_written_by(path: str, batch_id: int) -> tuple[int, int | None]:
     """The Delta version at which the table holds the batch's rows, and the fence that wrote them.
 
     That is the newest commit carrying the batch's marker (with any fence: a write Delta skipped
     as already done by this or a newer attempt is found too). Delta writes no commit at all when a
     replace without txn options has nothing to remove and nothing to add (a range of only aborted
     records, a quarantine with no bad rows), and then the table's current version holds the batch.
+    The log is read with delta-rs: milliseconds, where Spark's history() ran a job per write.
     """
-    from delta.tables import DeltaTable
+    from deltalake import DeltaTable
 
-    history = DeltaTable.forPath(spark, path).history(HISTORY_DEPTH).select("version", "userMetadata")
-    commits = [(int(r["version"]), _MARKER.fullmatch(r["userMetadata"] or "")) for r in history.collect()]
+    history = DeltaTable(path).history(HISTORY_DEPTH)
+    commits = [(int(c["version"]), _MARKER.fullmatch(str(c.get("userMetadata") or ""))) for c in history]
     if not commits:
         raise WriteError(f"the Delta table at {path} has no history")
     mine = [(version, m) for version, m in commits if m is not None and int(m.group(1)) == batch_id]

@@ -186,7 +186,7 @@ def test_delta_skips_a_write_whose_fence_is_not_above_the_recorded_one_for_that_
     again = replace_ranges(spark, make_rows(spark, 0, "again"), path, ranges, 7, txn=Txn(app, 2))
     assert set(values(spark, path).values()) == {"winner"}
     assert (again.version, again.written_by_fence) == (winner.version, 2)
-    assert version_written_by(spark, path, 7) == (winner.version, 2)
+    assert version_written_by(path, 7) == (winner.version, 2)
 
     # A later batch over the same ranges (a backfill) has its own app id: never skipped.
     backfill = "eos-ingest/p/batch-8/2026-11-24T01:00:00+00:00/table"
