@@ -164,9 +164,22 @@ def _expectation_list(value: Any) -> Any:
     return value
 
 
+# Checks that name an engine's types. The gate and the audit validate pandas frames (Arrow's
+# conversion of the Spark rows and of the table), and value.schema already fixes every column's
+# type, so such a check would compare unlike type names rather than the data.
+_ENGINE_TYPED = ("expect_column_values_to_be_of_type", "expect_column_values_to_be_in_type_list")
+
+
 def _expectation(item: Any) -> dict[str, Any]:
     if not (isinstance(item, dict) and isinstance(item.get("type"), str)):
         raise problem(f'each item is a mapping with a "type", e.g. {_EXAMPLE}')
+    if item["type"] in _ENGINE_TYPED:
+        raise problem(
+            "column types are fixed by value.schema (a row that does not fit goes to quarantine); "
+            "remove this expectation, or check values instead (e.g. expect_column_values_to_match_regex)",
+            at=".type",
+            value=item["type"],
+        )
     found = gx_types.check_expectation(item)
     if found:
         at, value, fix = found

@@ -473,6 +473,8 @@ BAD_EXPECTATIONS = [
     pytest.param({"type": "expect_column_values_to_not_be_null", "column": "id", "severity": "fatal"},
                  "expectations[0].severity", "use critical or info or warning", id="severity"),
     pytest.param({"column": "id"}, "expectations[0]", 'a "type"', id="no-type"),
+    pytest.param({"type": "expect_column_values_to_be_of_type", "column": "id", "type_": "LongType"},
+                 "expectations[0].type", "column types are fixed by value.schema", id="engine-typed"),
 ]  # fmt: skip
 
 
