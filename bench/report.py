@@ -158,7 +158,7 @@ def targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
         share = round(f["seconds"] / d["seconds"], 3)
         found.append(
             _check("audit (f) vs (d)", f"<= {AUDIT_SHARE_TARGET:.0%}", share, share <= AUDIT_SHARE_TARGET,
-                   "the audit is its own process (a second JVM)")
+                   "the audit is its own process (delta-rs and GX on pandas, no JVM)")
         )  # fmt: skip
     h = med.get("h", {})
     hb = ratio(h, b)

@@ -391,7 +391,7 @@ system runs with `--master local[2]`, driver memory 2g, the same jars and Delta 
 | (c) | the same script with `--streaming`: Trigger.AvailableNow into Delta with a checkpoint, whole process |
 | (d) | `eos-ingest run --master local[2]`, one batch of everything (gate included), whole process |
 | (e) | (d) with `EOS_BENCH_GATE_OFF=1` (no gate), for reference only |
-| (f) | `eos-ingest audit --config ... --batch-id N` on (d)'s batch, whole process |
+| (f) | `eos-ingest audit --config ... --batch-id N` on (d)'s batch, whole process (delta-rs and GX on pandas: no JVM) |
 | (g) | the ingest DAG (spark_ingest + validate + publish) through airflow standalone: REST trigger to success; airflow starts once (in a temporary folder) and each run has its own pipeline |
 | (h) | `eos-ingest run --until-caught-up` in `--catch-up-batches` batches (default 5), whole process |
 
