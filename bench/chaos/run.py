@@ -88,6 +88,9 @@ class Tally:
     conflict_lines: int = 0
     partitions_added: int = 0
     job_seconds: list[float] = field(default_factory=list)
+    # Seconds of the jobs of each kind that ended on their own with exit 0: a random kill moment
+    # is drawn over the duration of the kind's own jobs (an audit takes seconds, a run a minute).
+    seconds_by_kind: dict[str, list[float]] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -160,9 +163,10 @@ class ChaosRun:
         with self.lock:
             self.kills_planned -= 1
 
-    def typical_job_s(self) -> float:
+    def typical_job_s(self, kind: str | None = None) -> float:
+        """Median seconds of a successful ingest run, or of a job of `kind` once one has ended."""
         with self.tally.lock:
-            done = list(self.tally.job_seconds)
+            done = list(self.tally.seconds_by_kind.get(kind or "", [])) or list(self.tally.job_seconds)
         return statistics.median(done) if done else 25.0
 
     def finish(self, job: Job, timeout_s: float | None = None) -> int:
@@ -176,6 +180,8 @@ class ChaosRun:
         with self.tally.lock:
             self.tally.exits[f"{job.kind}:{label}"] += 1
             self.tally.conflict_lines += job.conflict_lines
+            if label == "0":
+                self.tally.seconds_by_kind.setdefault(job.kind, []).append(time.monotonic() - job.started)
         return code
 
     def record_kill(self, job: Job, phase: str | None) -> None:
@@ -208,7 +214,7 @@ class ChaosRun:
             self.finish(job)
             return job
         if target is None:
-            delay = self.rng.uniform(0.2, 1.2 * self.typical_job_s())
+            delay = self.rng.uniform(0.2, 1.2 * self.typical_job_s(kind))
             try:
                 job.proc.wait(timeout=delay)
             except Exception:
