@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from eos_ingest import gx_context
+from eos_ingest.committed_counts import read_committed_counts
 from eos_ingest.config import PipelineConfig
 from eos_ingest.control_store import Batch
 from eos_ingest.errors import QualityGateError
@@ -36,7 +37,7 @@ from eos_ingest.quality_suite import (
     validated_columns,
     with_range_column,
 )
-from eos_ingest.verify import merge_ranges, read_committed_counts
+from eos_ingest.verify import merge_ranges
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -8,7 +8,6 @@ quarantine) must hold each of those identities exactly once and nothing else.
 from __future__ import annotations
 
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from eos_ingest.committed_counts import read_committed_consumer
 from eos_ingest.control_queries import RangeRecord
 from eos_ingest.kafka_offsets import fetch_snapshot
 from eos_ingest.planner import PlannedRange
@@ -62,19 +62,6 @@ def merge_ranges(ranges: Iterable[PlannedRange]) -> dict[tuple[str, int], list[t
     return by_tp
 
 
-def _read_committed_consumer(kafka_settings: Mapping[str, str]) -> Consumer:
-    return Consumer(
-        {
-            **kafka_settings,
-            "group.id": f"eos-ingest-verify-{uuid.uuid4().hex}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "error",
-        }
-    )
-
-
 def read_committed_identities(
     kafka_settings: Mapping[str, str],
     spans: Mapping[tuple[str, int], Sequence[tuple[int, int]]],
@@ -91,7 +78,7 @@ def committed_identity_stream(
 ) -> Iterator[Identity]:
     """The committed records inside `spans`, in (topic, partition, offset) order, a consume()
     batch at a time: memory stays O(one batch) whatever the number of records."""
-    consumer = _read_committed_consumer(kafka_settings)
+    consumer = read_committed_consumer(kafka_settings)
     try:
         for topic, partition in sorted(spans):
             for start, end in sorted(spans[(topic, partition)]):
@@ -100,30 +87,6 @@ def committed_identity_stream(
                         yield (topic, partition, offset)
     finally:
         consumer.close()
-
-
-def read_committed_counts(
-    kafka_settings: Mapping[str, str],
-    spans: Mapping[tuple[str, int], Sequence[tuple[int, int]]],
-    timeout_s: float = 30.0,
-) -> dict[tuple[str, int], int]:
-    """Per partition, how many committed records `spans` hold, read with a read_committed consumer.
-
-    Counts, never collects: memory is O(partitions) whatever the number of records. Not
-    end - start: transaction markers and aborted records leave gaps in the offsets.
-    """
-    consumer = _read_committed_consumer(kafka_settings)
-    counts: dict[tuple[str, int], int] = {}
-    try:
-        for (topic, partition), intervals in spans.items():
-            counts[(topic, partition)] = sum(
-                len(offsets)
-                for start, end in intervals
-                for offsets in _interval_offsets(consumer, topic, partition, start, end, timeout_s)
-            )
-    finally:
-        consumer.close()
-    return counts
 
 
 # consume() blocks until it has this many messages or _POLL_S passed: short, so the end of an

@@ -15,10 +15,11 @@ import pytest
 from eos_ingest import cli, gx_context, quality
 from eos_ingest.audit import audit_batch
 from eos_ingest.cli import open_store, plan_batch
+from eos_ingest.committed_counts import read_committed_counts
 from eos_ingest.control_store import BatchStatus
 from eos_ingest.errors import QualityGateError
 from eos_ingest.job import run_job
-from eos_ingest.verify import merge_ranges, read_committed_counts, read_committed_identities
+from eos_ingest.verify import merge_ranges, read_committed_identities
 from tests.fixtures.pipelines import ingest_once
 from tests.kafka_helpers import TxProducer
 
@@ -193,6 +194,13 @@ def test_the_recount_counts_committed_records_per_partition_skipping_aborted_one
     # A range ending inside the log (not at its end) stops there: only the offsets below `end`.
     first_four = {(topic, 0): [(0, 4)]}
     assert read_committed_counts(config.kafka_settings, first_four) == {(topic, 0): 4}
+    # Several intervals of one partition, read in turn while the other partition is read too,
+    # and an empty one: the same as counting the identities inside them.
+    pieces = {(topic, 0): [(0, 3), (5, 5), (7, 13)], (topic, 1): [(2, 6)]}
+    inside = [i for i in identities if any(s <= i[2] < e for s, e in pieces[(i[0], i[1])])]
+    expected = {tp: sum(1 for i in inside if (i[0], i[1]) == tp) for tp in pieces}
+    assert read_committed_counts(config.kafka_settings, pieces) == expected
+    assert sum(expected.values()) == len(inside) > 0
     assert quality.start_recount(config, batch).result(timeout=60) == 16
 
 

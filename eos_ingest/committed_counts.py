@@ -1,0 +1,108 @@
+"""How many committed records Kafka holds in given offset spans: the gate's independent count.
+
+A plain confluent-kafka consumer with isolation.level=read_committed, sharing no code with the
+Spark job's read. It counts, never collects (memory O(partitions) plus the client's fetch queue),
+and reads every partition at once: one fetch covers them all, so the count costs about the same
+for 6 partitions as for 1, instead of a fetch wait at the end of each partition in turn.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import deque
+from collections.abc import Mapping, Sequence
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+Spans = Mapping[tuple[str, int], Sequence[tuple[int, int]]]
+
+# consume() returns after this many messages or _POLL_S; the end of the log costs one short wait.
+_CONSUME_BATCH = 10_000
+_POLL_S = 0.2
+
+
+def read_committed_consumer(kafka_settings: Mapping[str, str]) -> Consumer:
+    """A consumer of no group's offsets that sees committed records only and reports the log's end."""
+    return Consumer(
+        {
+            # The broker answers a fetch at the end of the log after this long (librdkafka: 500 ms);
+            # a count ends there, so do not wait. The pipeline's settings may still set it.
+            "fetch.wait.max.ms": 50,
+            **kafka_settings,
+            "group.id": f"eos-ingest-verify-{uuid.uuid4().hex}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",
+        }
+    )
+
+
+def read_committed_counts(
+    kafka_settings: Mapping[str, str], spans: Spans, timeout_s: float = 30.0
+) -> dict[tuple[str, int], int]:
+    """Per partition, how many committed records `spans` hold (end exclusive).
+
+    Not end - start: transaction markers and aborted records leave gaps in the offsets. Every
+    partition is assigned at once; a partition with several intervals reads them in turn.
+    """
+    counts = {tp: 0 for tp in spans}
+    todo = {tp: deque(sorted((s, e) for s, e in intervals if e > s)) for tp, intervals in spans.items()}
+    current = {tp: queue.popleft() for tp, queue in todo.items() if queue}
+    if not current:
+        return counts
+    consumer = read_committed_consumer(kafka_settings)
+    try:
+        consumer.assign([TopicPartition(t, p, start) for (t, p), (start, _) in current.items()])
+        deadline = time.monotonic() + timeout_s
+        while current:
+            messages = consumer.consume(_CONSUME_BATCH, _POLL_S)
+            if not messages:
+                if time.monotonic() > deadline:
+                    waiting = ", ".join(f"{t}[{p}] [{s}, {e})" for (t, p), (s, e) in sorted(current.items()))
+                    raise TimeoutError(
+                        f"no answer within {timeout_s}s counting committed records of {waiting}"
+                    )
+                continue
+            deadline = time.monotonic() + timeout_s
+            moved: set[tuple[str, int]] = set()  # sought anew: the rest of this list is stale for them
+            for msg in messages:
+                tp = (str(msg.topic()), int(msg.partition() or 0))
+                if tp not in current or tp in moved:
+                    continue  # fetched before its interval ended
+                start, end = current[tp]
+                error = msg.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise RuntimeError(f"counting {tp[0]}[{tp[1]}] from {start}: {error}")
+                    done = True  # the end of the committed log: the interval lies below the LSO
+                else:
+                    offset = int(msg.offset() or 0)
+                    if offset < start:
+                        continue
+                    if offset < end:
+                        counts[tp] += 1
+                    done = offset + 1 >= end
+                if done:
+                    _next_interval(consumer, tp, todo[tp], current)
+                    moved.add(tp)
+    finally:
+        consumer.close()
+    return counts
+
+
+def _next_interval(
+    consumer: Consumer,
+    tp: tuple[str, int],
+    queue: deque[tuple[int, int]],
+    current: dict[tuple[str, int], tuple[int, int]],
+) -> None:
+    """Move partition `tp` to its next interval (a seek), or stop fetching it (what lies beyond a
+    backfill's range may be most of the partition)."""
+    if queue:
+        current[tp] = queue.popleft()
+        consumer.seek(TopicPartition(tp[0], tp[1], current[tp][0]))
+    else:
+        del current[tp]
+        consumer.pause([TopicPartition(tp[0], tp[1])])
