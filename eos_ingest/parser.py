@@ -39,7 +39,7 @@ def _meta(batch_id: int) -> list[Column]:
 
 
 def parse(kafka_rows: DataFrame, config: PipelineConfig, batch_id: int) -> DataFrame:
-    """One frame with the output columns plus `_eos_error` (null for good rows) and the raw value."""
+    """One frame with the output columns plus `_eos_error` and `raw_value` (both null for good rows)."""
     from pyspark.sql import functions as F
 
     payload_names = [name for name, _ in config.payload_columns]
@@ -47,7 +47,7 @@ def parse(kafka_rows: DataFrame, config: PipelineConfig, batch_id: int) -> DataF
         return kafka_rows.select(
             *_meta(batch_id),
             F.col("value").alias("value"),
-            F.col("value").alias("raw_value"),
+            F.lit(None).cast("binary").alias("raw_value"),  # only a quarantined row keeps it
             F.lit(None).cast("string").alias(_ERROR),
         )
     ddl = f"{config.value.schema}, {_CORRUPT} STRING"
@@ -64,7 +64,9 @@ def parse(kafka_rows: DataFrame, config: PipelineConfig, batch_id: int) -> DataF
     return kafka_rows.select(*[F.col(c) for c in kafka_rows.columns], parsed.alias("_parsed")).select(
         *_meta(batch_id),
         *[F.col(f"_parsed.{name}").alias(name) for name in payload_names],
-        F.col("value").alias("raw_value"),
+        # Only a quarantined row keeps its raw value: the job caches this frame, and the raw bytes
+        # of every good row would double what the cache holds (and what building it costs).
+        F.when(error.isNotNull(), F.col("value")).alias("raw_value"),
         error.alias(_ERROR),
     )
 
