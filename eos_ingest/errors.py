@@ -6,11 +6,18 @@ retries; everything else needs a person: data loss, a recreated topic, a fenced 
 
 from __future__ import annotations
 
+from eos_ingest.redact import redact_text
+
 
 class EosIngestError(Exception):
     """Base of every error this package raises on purpose."""
 
     retriable: bool = False
+
+    def __str__(self) -> str:
+        # Messages reach the CLI's stderr, Airflow's task logs and import errors, the UI and the
+        # control DB: none may carry a URL's password or a secret key's value.
+        return redact_text(super().__str__())
 
 
 class ConfigError(EosIngestError):
