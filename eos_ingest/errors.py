@@ -91,6 +91,15 @@ class QualityGateError(EosIngestError):
     """Critical expectations failed on the batch before commit; the message names them."""
 
 
+class GxLockTimeoutError(EosIngestError):
+    """The Great Expectations files of the state folder stayed locked by another process too long.
+
+    Retriable: nothing was validated or stored; the holder is stuck or slow, and a later attempt
+    runs the same validation."""
+
+    retriable = True
+
+
 class BackfillRangeError(EosIngestError):
     """A requested backfill range is invalid; refused before any work."""
 
