@@ -16,15 +16,17 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
       path: tables/demo            # default tables/<name>; relative paths are under the state folder
       quarantine_path: tables/demo_quarantine   # default <path>_quarantine
       partition_by: [event_date]   # default; or kafka_topic, kafka_partition, schema columns; [] = none
-    control_db_url: sqlite:///${EOS_STATE_DIR}/control.db   # default; postgresql+psycopg://... too
+    control_db_url: sqlite:///${EOS_STATE_DIR}/control.db   # postgresql+psycopg://... too; see below
     schedule: "@hourly"            # 5-field cron (UTC, checked with croniter) or preset; null = manual
     expectations: []               # extra GX expectations: mappings with a "type" and its fields
 
 ``${VAR}`` and ``${VAR:-default}`` are expanded from the environment in every string value
 (``:-`` also replaces an empty value, as in the shell); ``EOS_STATE_DIR`` always resolves, to
-``paths.state_dir()`` when unset. The rules are the pydantic model in ``config_model``; every
-problem of a file comes in one ``ConfigError``, a line each naming the file, the dotted key, the
-value and the fix. Only local (or mounted) output paths are supported for now.
+``paths.state_dir()`` when unset. Without ``control_db_url`` in the file, the control DB is
+``$EOS_CONTROL_DB_URL`` when set (a deployment's one DB for every pipeline), else the SQLite file
+``<state folder>/control.db``; a ``control_db_url`` in the file always wins. The rules are the
+pydantic model in ``config_model``; every problem of a file comes in one ``ConfigError``, a line
+each naming the file, the dotted key, the value and the fix. Only local (or mounted) output paths are supported for now.
 """
 
 from __future__ import annotations
