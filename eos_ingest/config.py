@@ -46,6 +46,7 @@ from eos_ingest import paths
 from eos_ingest.config_ddl import RESERVED_COLUMNS, hint, parse_ddl
 from eos_ingest.config_model import NAME, SCHEDULE_PRESETS, START_FROM, VALUE_FORMATS, PipelineFile
 from eos_ingest.errors import ConfigError
+from eos_ingest.network_fs import state_places, warn_once
 from eos_ingest.redact import is_secret_key, redact_text, redact_url, redact_value, secrets_of
 
 __all__ = [
@@ -147,8 +148,14 @@ def default_pipelines_dir(dags_folder: Path | None = None) -> Path:
 
 
 def load_pipeline(path: str | Path) -> PipelineConfig:
-    """Read and validate one pipeline file; raise ConfigError naming the key, the value and the fix."""
-    return _Loader(Path(path)).load()
+    """Read and validate one pipeline file; raise ConfigError naming the key, the value and the fix.
+
+    A state folder, table or SQLite control DB on a network file system is logged as a warning
+    (once per process; the CLI's stderr shows it): their commits need local semantics."""
+    config = _Loader(Path(path)).load()
+    places = state_places((config.output_path, config.quarantine_path), config.control_db_url)
+    warn_once(places)
+    return config
 
 
 def load_pipeline_by_name(name: str, pipelines_dir: Path | None = None) -> PipelineConfig:
