@@ -136,18 +136,19 @@ def _report_path(context: AbstractDataContext, result_id: Any) -> str:
 def validate(
     config: PipelineConfig, batch_id: int, stage: str, frame: DataFrame | pd.DataFrame, expected_rows: int
 ) -> tuple[ExpectationSuiteValidationResult, str, str]:
-    """Run the pipeline's checkpoint on `frame`, a Spark or a pandas frame: (suite result, result
-    identifier, report path)."""
+    """Validate `frame`, a Spark or a pandas frame, with the pipeline's suite, store the result and
+    its Data Docs page, as the pipeline's checkpoint does: (suite result, result identifier, report
+    path). Only the file steps hold gx_lock; the validation itself runs unlocked."""
     with quiet_gx():
         import great_expectations as gx
         from great_expectations.checkpoint import UpdateDataDocsAction
+        from great_expectations.constants import DATAFRAME_REPLACEMENT_STR
         from great_expectations.core.run_identifier import RunIdentifier
-
-    from great_expectations.data_context.types.resource_identifiers import (
-        ExpectationSuiteIdentifier,
-        ValidationResultIdentifier,
-    )
-    from great_expectations.validator.v1_validator import Validator
+        from great_expectations.data_context.types.resource_identifiers import (
+            ExpectationSuiteIdentifier,
+            ValidationResultIdentifier,
+        )
+        from great_expectations.validator.v1_validator import Validator
 
     suite = build_suite(config)  # outside the lock: a ConfigError needs no GX files
     root = gx_root()
@@ -183,7 +184,7 @@ def validate(
     result.meta["checkpoint_id"] = checkpoint.id
     result.meta["run_id"] = run_id
     result.meta["validation_time"] = run_id.run_time
-    result.meta["batch_parameters"] = {"dataframe": "<DATAFRAME>"}  # GX's stand-in for a frame
+    result.meta["batch_parameters"] = {"dataframe": DATAFRAME_REPLACEMENT_STR}
     suite_id = ExpectationSuiteIdentifier(name=suite.name)
     result_id = ValidationResultIdentifier(
         expectation_suite_identifier=suite_id, run_id=run_id, batch_identifier=validator.active_batch_id
