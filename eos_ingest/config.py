@@ -26,7 +26,8 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
 ``$EOS_CONTROL_DB_URL`` when set (a deployment's one DB for every pipeline), else the SQLite file
 ``<state folder>/control.db``; a ``control_db_url`` in the file always wins. The rules are the
 pydantic model in ``config_model``; every problem of a file comes in one ``ConfigError``, a line
-each naming the file, the dotted key, the value and the fix. Only local (or mounted) output paths are supported for now.
+each naming the file, the dotted key, the value (secrets masked, see ``redact``) and the fix. Only
+local (or mounted) output paths are supported for now.
 """
 
 from __future__ import annotations
