@@ -34,6 +34,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundExceptio
 
 from eos_ingest.config import PipelineConfig, default_pipelines_dir, load_pipeline
 from eos_ingest.errors import ConfigError, EosIngestError
+from eos_ingest.redact import redact_text
 from eos_ingest.spark_session import DELTA_CONF
 from eos_ingest.submit import JOB_SCRIPT
 
@@ -428,7 +429,9 @@ def broken_pipeline_files(folder: Path) -> list[str]:
             load_pipeline(path)
         except Exception as exc:  # an unexpected error must name its file too
             broken.append(
-                str(exc) if isinstance(exc, ConfigError) else f"{path}: {type(exc).__name__}: {exc}"
+                str(exc)
+                if isinstance(exc, ConfigError)
+                else redact_text(f"{path}: {type(exc).__name__}: {exc}")
             )
     return broken
 
