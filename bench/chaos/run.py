@@ -338,8 +338,14 @@ class ChaosRun:
         while not self.stop.is_set():
             if zombie_times and self.elapsed() >= zombie_times[0] and self.tally.batches_committed:
                 tries += 1
-                if self.zombie() or tries >= 3:  # an inconclusive pair is tried again, twice
+                if self.zombie():
                     zombie_times.pop(0)
+                    tries = 0
+                elif tries >= 3:
+                    # Nothing to plan (caught up), or an inconclusive pair, three times running:
+                    # try again a minute later. Dropping the moment left the zombie quota unmet,
+                    # and the chaos phase then ran on to its cap.
+                    zombie_times[0] = self.elapsed() + 60.0
                     tries = 0
                 continue
             argv = self.cli("run", "--master", self.cfg.master, "--until-caught-up")
