@@ -13,7 +13,10 @@ import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from eos_ingest.errors import KafkaUnavailableError
+from eos_ingest.kafka_offsets import transient
 
 Spans = Mapping[tuple[str, int], Sequence[tuple[int, int]]]
 
@@ -46,7 +49,25 @@ def read_committed_counts(
 
     Not end - start: transaction markers and aborted records leave gaps in the offsets. Every
     partition is assigned at once; a partition with several intervals reads them in turn.
+
+    A broker that does not answer for `timeout_s`, or answers with a transient error (a restart:
+    no leader yet, a newer leader epoch), is KafkaUnavailableError: retriable, the batch stays
+    planned, where a raw KafkaException or TimeoutError made the job exit 1 with a traceback.
     """
+    try:
+        return _count(kafka_settings, spans, timeout_s)
+    except TimeoutError as exc:
+        raise KafkaUnavailableError(f"{exc}; the batch stays planned: run it again") from exc
+    except KafkaException as exc:
+        if not transient(exc):
+            raise
+        raise KafkaUnavailableError(
+            f"Kafka failed while counting committed records ({exc.args[0]}); the batch stays "
+            "planned: run it again"
+        ) from exc
+
+
+def _count(kafka_settings: Mapping[str, str], spans: Spans, timeout_s: float) -> dict[tuple[str, int], int]:
     counts = {tp: 0 for tp in spans}
     todo = {tp: deque(sorted((s, e) for s, e in intervals if e > s)) for tp, intervals in spans.items()}
     current = {tp: queue.popleft() for tp, queue in todo.items() if queue}

@@ -36,6 +36,9 @@ _TRANSIENT = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.NETWORK_EXCEPTION,
     KafkaError.COORDINATOR_NOT_AVAILABLE,
+    # A broker restarted: its partitions' leader epochs catch up with the clients' in moments.
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.FENCED_LEADER_EPOCH,
 }
 
 
@@ -57,7 +60,7 @@ def admin_client(kafka_settings: Mapping[str, str], timeout_s: float = 15.0) -> 
     return AdminClient(conf)
 
 
-def _transient(exc: BaseException) -> bool:
+def transient(exc: BaseException) -> bool:
     """A KafkaException whose KafkaError means "the cluster did not answer (yet)"."""
     error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
     return isinstance(error, KafkaError) and error.code() in _TRANSIENT
@@ -93,7 +96,7 @@ def with_retries(
         out_of_attempts = max_attempts is not None and state.attempt_number >= max_attempts
         return out_of_attempts or left() < _LAST_TRY_S
 
-    retrying = Retrying(stop=stop, wait=backoff, retry=retry_if_exception(_transient), sleep=sleep)
+    retrying = Retrying(stop=stop, wait=backoff, retry=retry_if_exception(transient), sleep=sleep)
     try:
         return retrying(lambda: call(max(left(), _LAST_TRY_S)))
     except RetryError as exc:
