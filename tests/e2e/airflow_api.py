@@ -17,6 +17,7 @@ class AirflowApi:
 
     def __init__(self, base_url: str, username: str, password: str) -> None:
         self.base_url = base_url.rstrip("/")
+        self.username, self.password = username, password  # the browser tests log in with them
         response = httpx.post(
             f"{self.base_url}/auth/token", json={"username": username, "password": password}, timeout=30
         )

@@ -1,6 +1,6 @@
-"""Airflow end to end: `airflow standalone` started by scripts/airflow.sh (one start for the module),
-the ingest and backfill DAGs triggered through the REST API, checked against the control tables,
-the Delta table and an independent read_committed consumer.
+"""Airflow end to end: `airflow standalone` started by scripts/airflow.sh (one start for tests/e2e,
+tests/e2e/conftest.py), pipeline e2e's ingest and backfill DAGs triggered through the REST API,
+checked against the control tables, the Delta table and an independent read_committed consumer.
 
 The pipeline's YAML names no broker (its default points where nothing listens); the real one (the
 session test broker) is only in the Airflow connection kafka_default, with a canary password: so every step provably uses
@@ -9,95 +9,19 @@ the connection, and the canary must never show in a log or a rendered template.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import secrets
 import subprocess
-import uuid
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-import yaml
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from eos_ingest.config import PipelineConfig, load_pipeline
+from eos_ingest.config import PipelineConfig
 from eos_ingest.control_store import ControlStore
 from eos_ingest.kafka_offsets import fetch_partition_offsets
-from tests.e2e.airflow_api import AirflowApi
-from tests.e2e.airflow_stack import running_airflow
+from tests.e2e.conftest import BAD_VALUES, CANARY, RUN_TIMEOUT_S, Stack
 from tests.fixtures.pipelines import verify_pipeline
-from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.e2e
-
-CANARY = f"canary-{secrets.token_hex(8)}"
-BAD_VALUES = [b"not json", b'{"id": "abc"}', b"[1, 2]"]
-RUN_TIMEOUT_S = 900  # one batch: spark-submit, the GX gate and audit, on a busy 2-core machine
-
-
-@dataclass
-class Stack:
-    api: AirflowApi
-    config: PipelineConfig  # as Airflow sees it: the connection's broker merged in
-    topic: str
-    airflow_home: Path
-
-
-def rows(start: int, count: int) -> list[dict]:
-    return [{"id": i, "name": f"n{i}", "amount": i / 2} for i in range(start, start + count)]
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str) -> Iterator[Stack]:
-    root = tmp_path_factory.mktemp("airflow-e2e")
-    topic = f"e2e_events_{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(timeout=60)
-    producer = TxProducer(kafka_bootstrap)
-    # Every partition gets records (the default partitioner may leave one empty), so the backfill
-    # below has a non-empty committed range in each.
-    for values, commit in (
-        (rows(0, 30), True),
-        (rows(1000, 20), False),
-        (rows(30, 30), True),
-        (BAD_VALUES, True),
-    ):
-        producer.begin()
-        for partition in range(3):
-            producer.send(topic, values[partition::3], partition=partition)
-        if commit:
-            producer.commit()
-        else:
-            producer.abort()
-    pipelines = root / "pipelines"
-    pipelines.mkdir()
-    doc = {
-        "name": "e2e",
-        "topics": [topic],
-        # No kafka: section, and its built-in default points where nothing listens (EOS_KAFKA_BOOTSTRAP
-        # below): every step must take the cluster from the connection.
-        "kafka_conn_id": "kafka_default",
-        # About 33 offsets per partition: the first run, with until_caught_up, takes 3 batches.
-        "max_records_per_partition": 15,
-        "value": {"format": "json", "schema": "id BIGINT, name STRING, amount DOUBLE"},
-        "output": {"path": str(root / "tables" / "e2e")},
-        "control_db_url": f"sqlite:///{root / 'control.db'}",
-        "schedule": None,
-    }
-    (pipelines / "e2e.yaml").write_text(yaml.safe_dump(doc))
-    conn = {"bootstrap.servers": kafka_bootstrap, "sasl.username": "e2e", "sasl.password": CANARY}
-    env = {
-        # The YAML's default broker points where nothing listens: the connection must win.
-        "EOS_KAFKA_BOOTSTRAP": "127.0.0.1:9",
-        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "kafka", "extra": conn}),
-    }
-    with running_airflow(root, pipelines, env) as (api, airflow_home):
-        config = load_pipeline(pipelines / "e2e.yaml")
-        merged = dataclasses.replace(config, kafka={**config.kafka, "bootstrap.servers": kafka_bootstrap})
-        yield Stack(api, merged, topic, airflow_home)
 
 
 def table_copies(spark, config: PipelineConfig) -> Counter[int]:

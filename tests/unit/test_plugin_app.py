@@ -339,3 +339,45 @@ def test_every_template_is_package_data() -> None:
     for file in files:
         relative = file.relative_to(TEMPLATES.parent).as_posix()
         assert any(fnmatch.fnmatch(relative, g) for g in globs), f"{relative} is not in {globs}"
+
+
+def test_a_failed_batch_stands_out_with_its_error_and_the_way_out(
+    client: TestClient, site: dict[str, Any]
+) -> None:
+    page = client.get("/pipelines/demo").text
+    failed = re.search(rf'<tr id="batch-{site["b2"]}" class="([^"]*)">(.*?)</tr>', page, re.S)
+    committed = re.search(rf'<tr id="batch-{site["b1"]}"( class="[^"]*")?>(.*?)</tr>', page, re.S)
+    assert failed and committed, page
+    assert "batch-failed" in failed.group(1) and not committed.group(1)
+    assert "ReadError: &lt;script&gt;" in failed.group(2) and "Way out" in failed.group(2)
+    assert "eos-ingest run --pipeline demo" in failed.group(2) and "eos_ingest__demo" in failed.group(2)
+    assert "Way out" not in committed.group(2)
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "way"),
+    [
+        ("OffsetsLostError: orders[0] offsets [0, 5) deleted", "failed", "--allow-data-loss"),
+        ("TopicRecreatedError: orders id changed", "failed", "reset-offsets --pipeline demo --topic orders --to earliest"),
+        ("ReadError: broker gone", "planned", "abandon --pipeline demo --batch-id 7"),
+    ],
+)  # fmt: skip
+def test_the_way_out_fits_the_error(plugin: ModuleType, error: str, status: str, way: str) -> None:
+    batch = {"batch_id": 7, "status": status, "error": error, "ranges": [{"topic": "orders"}]}
+    page = plugin._templates().get_template("actions.html").module.way_out(batch, "demo")
+    assert way in str(page)
+
+
+def test_each_partition_offers_its_committed_range_as_a_backfill(
+    client: TestClient, site: dict[str, Any]
+) -> None:
+    page = client.get("/pipelines/demo").text
+    hint = re.search(r'<details class="backfill small">(.*?)</details>', page, re.S)
+    assert hint, page
+    conf = json.loads(re.search(r'<pre class="conf">(.*?)</pre>', hint.group(1), re.S).group(1))
+    assert conf == {"topic": "orders", "partitions": [0], "start_offset": 0, "end_offset": 10, "reason": ""}
+    assert "eos_backfill__demo" in hint.group(1)
+    assert (
+        "eos-ingest backfill --pipeline demo --topic orders --partitions 0 --start-offset 0 --end-offset 10"
+        in hint.group(1)
+    )

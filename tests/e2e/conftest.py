@@ -1,0 +1,122 @@
+"""The one `airflow standalone` of the e2e tests (scripts/airflow.sh), shared by the REST API tests
+(test_airflow_e2e.py) and the browser tests (test_airflow_ui_browser.py): started once, for the
+first of them that runs, and stopped after the last test of tests/e2e.
+
+It serves two pipelines, each with its own topic, tables and control DB, so neither module's
+counts depend on the other having run (or on the order they run in):
+
+* ``e2e``: driven through the REST API;
+* ``ui``: driven by a person's clicks in Chromium.
+
+The pipelines' YAML names no broker (its default points where nothing listens); the real one (the
+session test broker) is only in the Airflow connection kafka_default, with a canary password: so
+every step provably uses the connection, and the canary must never show in a log or a rendered
+template.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from eos_ingest.config import PipelineConfig, load_pipeline
+from tests.e2e.airflow_api import AirflowApi
+from tests.e2e.airflow_stack import running_airflow
+from tests.kafka_helpers import TxProducer
+
+CANARY = f"canary-{secrets.token_hex(8)}"
+BAD_VALUES = [b"not json", b'{"id": "abc"}', b"[1, 2]"]
+RUN_TIMEOUT_S = 900  # one batch: spark-submit, the GX gate and audit, on a busy 2-core machine
+
+
+@dataclass
+class Stack:
+    api: AirflowApi
+    config: PipelineConfig  # pipeline e2e as Airflow sees it: the connection's broker merged in
+    topic: str
+    airflow_home: Path
+    ui_config: PipelineConfig  # pipeline ui, the browser tests' own
+    ui_topic: str
+
+
+def rows(start: int, count: int) -> list[dict]:
+    return [{"id": i, "name": f"n{i}", "amount": i / 2} for i in range(start, start + count)]
+
+
+def _topic(admin: AdminClient, prefix: str, partitions: int) -> str:
+    topic = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=60)
+    return topic
+
+
+def _produce(bootstrap: str, topic: str, partitions: int, batches: list[tuple[list, bool]]) -> None:
+    """Each (values, commit) is one transaction spread over every partition, committed or aborted."""
+    producer = TxProducer(bootstrap)
+    for values, commit in batches:
+        producer.begin()
+        for partition in range(partitions):
+            producer.send(topic, values[partition::partitions], partition=partition)
+        if commit:
+            producer.commit()
+        else:
+            producer.abort()
+
+
+def _pipeline_doc(name: str, topic: str, root: Path, **extra: object) -> dict:
+    return {
+        "name": name,
+        "topics": [topic],
+        # No kafka: section, and its built-in default points where nothing listens (EOS_KAFKA_BOOTSTRAP
+        # below): every step must take the cluster from the connection.
+        "kafka_conn_id": "kafka_default",
+        "value": {"format": "json", "schema": "id BIGINT, name STRING, amount DOUBLE"},
+        "output": {"path": str(root / "tables" / name)},
+        "control_db_url": f"sqlite:///{root / f'control-{name}.db'}",
+        "schedule": None,
+        **extra,
+    }
+
+
+# Package scope: stopped after the last e2e test, not left running through the rest of the suite.
+@pytest.fixture(scope="package")
+def stack(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("airflow-e2e")
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    topic, ui_topic = _topic(admin, "e2e_events", 3), _topic(admin, "ui_events", 2)
+    # Every partition gets records (the default partitioner may leave one empty), so the backfill
+    # has a non-empty committed range in each.
+    _produce(
+        kafka_bootstrap,
+        topic,
+        3,
+        [(rows(0, 30), True), (rows(1000, 20), False), (rows(30, 30), True), (BAD_VALUES, True)],
+    )
+    _produce(kafka_bootstrap, ui_topic, 2, [(rows(0, 20), True), (BAD_VALUES[:2], True)])
+    pipelines = root / "pipelines"
+    pipelines.mkdir()
+    # About 33 offsets per partition: the first run, with until_caught_up, takes 3 batches.
+    e2e = _pipeline_doc("e2e", topic, root, max_records_per_partition=15)
+    (pipelines / "e2e.yaml").write_text(yaml.safe_dump(e2e))
+    (pipelines / "ui.yaml").write_text(yaml.safe_dump(_pipeline_doc("ui", ui_topic, root)))
+    conn = {"bootstrap.servers": kafka_bootstrap, "sasl.username": "e2e", "sasl.password": CANARY}
+    env = {
+        # The YAML's default broker points where nothing listens: the connection must win.
+        "EOS_KAFKA_BOOTSTRAP": "127.0.0.1:9",
+        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "kafka", "extra": conn}),
+    }
+
+    def as_airflow_sees_it(name: str) -> PipelineConfig:
+        config = load_pipeline(pipelines / f"{name}.yaml")
+        return dataclasses.replace(config, kafka={**config.kafka, "bootstrap.servers": kafka_bootstrap})
+
+    with running_airflow(root, pipelines, env) as (api, airflow_home):
+        yield Stack(api, as_airflow_sees_it("e2e"), topic, airflow_home, as_airflow_sees_it("ui"), ui_topic)

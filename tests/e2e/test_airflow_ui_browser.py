@@ -1,0 +1,252 @@
+"""The three things users do in the Airflow UI, done in headless Chromium as a person does them:
+log in, trigger an ingest from its DAG page, review the batch on Browse -> Ingestion and its
+data-quality report, backfill a range from the trigger form, and see an invalid range refused.
+
+Against the session's one `airflow standalone` (tests/e2e/conftest.py), on its pipeline ``ui``.
+Each step leaves a screenshot in $EOS_STATE_DIR/browser/<test>/NN-<step>.png. Every wait is
+bounded: Playwright's timeouts, and the REST API's wait for a run's end (RUN_TIMEOUT_S).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING
+
+import pytest
+
+from eos_ingest.control_store import Batch, ControlStore
+from tests.e2e.conftest import RUN_TIMEOUT_S, Stack
+
+if TYPE_CHECKING:
+    from playwright.sync_api import FrameLocator, Page
+
+    from tests.fixtures.browser import Screenshots
+
+pytestmark = pytest.mark.e2e
+
+INGEST, BACKFILL = "eos_ingest__ui", "eos_backfill__ui"
+UI_WAIT_MS = 120_000  # one page of the UI on a busy 2-core machine
+
+
+def log_in(page: Page, stack: Stack, shot: Screenshots) -> None:
+    """Airflow 3's simple auth manager login page, as a person fills it in."""
+    base = stack.api.base_url
+    page.goto(base + "/")
+    page.wait_for_url(re.compile(r"/auth/login"), timeout=UI_WAIT_MS)
+    page.get_by_label("Username").fill(stack.api.username)
+    page.get_by_label("Password").fill(stack.api.password)
+    shot(page, "login")
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(base + "/", timeout=UI_WAIT_MS)
+
+
+def run_ids(stack: Stack, dag_id: str) -> set[str]:
+    return {r["dag_run_id"] for r in stack.api.get(f"/dags/{dag_id}/dagRuns", limit=100)["dag_runs"]}
+
+
+def trigger_from_dag_page(page: Page, stack: Stack, dag_id: str, shot: Screenshots, fill=None) -> str:
+    """Open the DAG's page, press Trigger, fill the form (`fill(dialog)`), submit; the new run's id."""
+    from playwright.sync_api import expect
+
+    before = run_ids(stack, dag_id)
+    page.goto(f"{stack.api.base_url}/dags/{dag_id}")
+    page.get_by_test_id("trigger-dag-button").click(timeout=UI_WAIT_MS)
+    dialog = page.get_by_role("dialog")
+    submit = dialog.get_by_test_id("trigger-dag-submit")
+    submit.wait_for(timeout=UI_WAIT_MS)
+    if fill is not None:
+        fill(page, dialog)
+    expect(submit).to_be_enabled(timeout=UI_WAIT_MS)
+    shot(page, f"trigger-{dag_id}")
+    submit.click()
+    expect(dialog).to_be_hidden(timeout=UI_WAIT_MS)
+    new = run_ids(stack, dag_id) - before
+    assert len(new) == 1, f"one new run of {dag_id} expected after the click, found {new}"
+    return new.pop()
+
+
+def see_run_end(page: Page, stack: Stack, dag_id: str, run_id: str, state: str, shot: Screenshots) -> None:
+    """Wait (bounded) for the run to end, then see its state on the run's page."""
+    from playwright.sync_api import expect
+
+    ended = stack.api.wait_for_run(dag_id, run_id, RUN_TIMEOUT_S)
+    page.goto(f"{stack.api.base_url}/dags/{dag_id}/runs/{run_id}")
+    # The run's heading is its id; the state badge stands beside it.
+    header = page.get_by_role("heading", name=re.compile(re.escape(run_id))).locator("xpath=..")
+    expect(header).to_contain_text(state, ignore_case=True, timeout=UI_WAIT_MS)
+    shot(page, f"run-{dag_id}-{ended}")
+    assert ended == state, stack.api.task_states(dag_id, run_id)
+
+
+def open_ingestion(page: Page, stack: Stack, shot: Screenshots, step: str) -> FrameLocator:
+    """Browse -> Ingestion -> the ui pipeline; the plugin's page, inside the UI's frame.
+
+    From the UI's home page: Browse -> Ingestion while the frame shows another page (a Data Docs
+    report) keeps that page, as the route does not change."""
+    from playwright.sync_api import expect
+
+    page.goto(stack.api.base_url + "/")
+    page.get_by_role("button", name="Browse").click(timeout=UI_WAIT_MS)
+    page.get_by_role("menuitem", name="Ingestion").click()
+    page.wait_for_url(re.compile(r"/plugin/eos-ingest"), timeout=UI_WAIT_MS)
+    frame = page.frame_locator("iframe")
+    frame.get_by_role("link", name="ui", exact=True).click(timeout=UI_WAIT_MS)
+    expect(frame.get_by_role("heading", name="Ingestion: ui")).to_be_visible(timeout=UI_WAIT_MS)
+    shot(page, step)
+    return frame
+
+
+def see_batch_row(frame: FrameLocator, batch: Batch) -> None:
+    """The batch's row on the pipeline page: its kind, status and counts."""
+    from playwright.sync_api import expect
+
+    row = frame.locator(f"#batch-{batch.batch_id}")
+    cells = row.locator("td")
+    expect(cells.nth(0)).to_have_text(str(batch.batch_id))
+    expect(cells.nth(1)).to_have_text(batch.kind.value)
+    expect(cells.nth(2)).to_have_text(batch.status.value)
+    for column, value in (
+        (5, batch.records_read),
+        (6, batch.records_written),
+        (7, batch.records_quarantined),
+    ):
+        expect(cells.nth(column)).to_have_text(f"{value:,}")
+
+
+def control_store(stack: Stack) -> ControlStore:
+    store = ControlStore(stack.ui_config.control_db_url)
+    store.ensure_schema()  # the tables exist once a task ran; this test may look before
+    return store
+
+
+def batches(stack: Stack) -> list[Batch]:
+    return control_store(stack).list_batches("ui", limit=500)
+
+
+def fill_backfill_form(partition: int, start: int, end: int, reason: str):
+    """The backfill DAG's trigger form: the topic is preselected (the pipeline has one); the
+    partitions field is a JSON editor; start and end offset; the reason."""
+
+    def fill(page: Page, dialog) -> None:
+        editor = dialog.locator(".monaco-editor").first
+        editor.click()
+        page.keyboard.press("ControlOrMeta+a")
+        page.keyboard.press("Backspace")
+        page.keyboard.insert_text(f"[{partition}]")
+        dialog.locator("input[name=element_start_offset]").fill(str(start))
+        dialog.locator("input[name=element_end_offset]").fill(str(end))
+        dialog.locator("input[name=element_reason]").fill(reason)
+
+    return fill
+
+
+def paste_configuration(conf: dict):
+    """The trigger form's Advanced Options -> Configuration JSON, which fills the param fields;
+    then back to Run Parameters to see them filled (the two sections open one at a time)."""
+
+    def fill(page: Page, dialog) -> None:
+        from playwright.sync_api import expect
+
+        dialog.get_by_role("button", name="Advanced Options").click()
+        editor = dialog.locator(".monaco-editor").last  # the first one is the partitions field
+        editor.click()
+        page.keyboard.press("ControlOrMeta+a")
+        page.keyboard.press("Backspace")
+        page.keyboard.insert_text(json.dumps(conf))
+        dialog.get_by_role("button", name="Run Parameters").click()
+        expect(dialog.locator("input[name=element_reason]")).to_have_value(conf["reason"])
+        expect(dialog.locator("input[name=element_end_offset]")).to_have_value(str(conf["end_offset"]))
+
+    return fill
+
+
+def test_a_person_ingests_reviews_the_quality_report_and_backfills_a_range(
+    stack: Stack, page: Page, screenshots: Screenshots
+) -> None:
+    from playwright.sync_api import expect
+
+    stack.api.wait_for_dag(INGEST)
+    stack.api.wait_for_dag(BACKFILL)
+    log_in(page, stack, screenshots)
+    known = {b.batch_id for b in batches(stack)}
+
+    # Trigger the ingest from its DAG page and wait for success.
+    run_id = trigger_from_dag_page(page, stack, INGEST, screenshots)
+    see_run_end(page, stack, INGEST, run_id, "success", screenshots)
+    (batch,) = [b for b in batches(stack) if b.airflow_run_id == run_id and b.batch_id not in known]
+    assert (batch.kind.value, batch.status.value, batch.dq_success) == ("scheduled", "committed", True)
+    assert batch.records_read and batch.records_quarantined, batch  # the topic holds bad values too
+
+    # Browse -> Ingestion: the batch with its counts.
+    frame = open_ingestion(page, stack, screenshots, "ingestion-page")
+    see_batch_row(frame, batch)
+
+    # Its data-quality report: every expectation passed.
+    frame.locator(f"#batch-{batch.batch_id}").get_by_role("link", name="report").click()
+    expect(frame.get_by_text("Succeeded").first).to_be_visible(timeout=UI_WAIT_MS)
+    # Great Expectations' statistics table: every evaluated expectation successful.
+    report = frame.locator("body").inner_text()
+    stats = {
+        name: int(re.search(rf"(?m)^\s*{name}\s+(\d+)", report).group(1))  # type: ignore[union-attr]
+        for name in ("Evaluated Expectations", "Successful Expectations", "Unsuccessful Expectations")
+    }
+    assert stats["Evaluated Expectations"] > 0 and stats["Unsuccessful Expectations"] == 0, stats
+    assert stats["Successful Expectations"] == stats["Evaluated Expectations"], stats
+    # Each expectation's row shows the passed icon; none shows the failed one.
+    expect(frame.locator(".fa-times.text-danger")).to_have_count(0)
+    assert frame.locator(".fa-check-circle.text-success").count() >= stats["Evaluated Expectations"]
+    screenshots(page, "quality-report")
+
+    # Backfill partition 0's committed range: the page's backfill hint, pasted into the form.
+    frame = open_ingestion(page, stack, screenshots, "ingestion-page-before-backfill")
+    hint = frame.locator("details.backfill").first
+    hint.locator("summary").click()
+    conf = json.loads(hint.locator("pre.conf").inner_text())
+    committed = {tp.partition: o for tp, o in control_store(stack).committed_offsets("ui").items()}
+    assert conf == {
+        "topic": stack.ui_topic, "partitions": [0], "start_offset": 0, "end_offset": committed[0], "reason": "",
+    }  # fmt: skip
+    screenshots(page, "backfill-hint")
+    # The person fills in the reason, as the hint asks, and pastes it into the form.
+    fill = paste_configuration({**conf, "reason": "browser test: replace partition 0"})
+    backfill_run = trigger_from_dag_page(page, stack, BACKFILL, screenshots, fill)
+    see_run_end(page, stack, BACKFILL, backfill_run, "success", screenshots)
+    (backfill,) = [b for b in batches(stack) if b.airflow_run_id == backfill_run]
+    assert (backfill.kind.value, backfill.status.value) == ("backfill", "committed"), backfill
+    frame = open_ingestion(page, stack, screenshots, "ingestion-page-with-backfill")
+    see_batch_row(frame, backfill)
+    expect(frame.locator(f"#batch-{backfill.batch_id}")).to_contain_text(
+        f"{stack.ui_topic}[0] [0, {committed[0]:,})"
+    )
+
+
+def test_an_invalid_backfill_range_is_refused_with_its_reason(
+    stack: Stack, page: Page, screenshots: Screenshots
+) -> None:
+    from playwright.sync_api import expect
+
+    stack.api.wait_for_dag(BACKFILL)
+    log_in(page, stack, screenshots)
+    before = [b.batch_id for b in batches(stack)]
+
+    fill = fill_backfill_form(1, 0, 10**9, "browser test: beyond the committed offset")
+    run_id = trigger_from_dag_page(page, stack, BACKFILL, screenshots, fill)
+    see_run_end(page, stack, BACKFILL, run_id, "failed", screenshots)
+
+    # The refusal and its reason, in the failed task's log.
+    page.goto(f"{stack.api.base_url}/dags/{BACKFILL}/runs/{run_id}/tasks/record_backfill")
+    log = page.get_by_text(f"topic '{stack.ui_topic}' partition 1 range [0, {10**9})").first
+    expect(log).to_be_visible(timeout=UI_WAIT_MS)
+    reason = page.get_by_text(re.compile("goes beyond the committed offset|has not ingested this partition"))
+    expect(reason.first).to_be_visible(timeout=UI_WAIT_MS)
+    screenshots(page, "refusal-in-the-log")
+
+    # No new batch: not in the control DB, not on the page.
+    assert [b.batch_id for b in batches(stack)] == before
+    frame = open_ingestion(page, stack, screenshots, "ingestion-page-unchanged")
+    if before:
+        expect(frame.locator("tr[id^=batch-]")).to_have_count(min(len(before), 20))
+        expect(frame.locator(f"#batch-{max(before)}")).to_be_visible()
+    else:
+        expect(frame.get_by_text("No batches yet.")).to_be_visible()
