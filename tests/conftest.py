@@ -6,4 +6,5 @@ pytest_plugins = [
     "tests.fixtures.spark_cluster",
     "tests.fixtures.postgres",
     "tests.fixtures.pipelines",
+    "tests.fixtures.s3",
 ]
