@@ -34,6 +34,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundExceptio
 
 from eos_ingest.config import PipelineConfig, default_pipelines_dir, load_pipeline
 from eos_ingest.errors import ConfigError, EosIngestError
+from eos_ingest.object_storage import table_uri
 from eos_ingest.spark_session import DELTA_CONF
 from eos_ingest.submit import JOB_SCRIPT
 
@@ -108,6 +109,7 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
         from airflow.sdk.log import mask_secret
 
         from eos_ingest import airflow_conn
+        from eos_ingest.object_storage import uses_object_store
         from eos_ingest.operations import open_store
         from eos_ingest.spark_session import local_jars
         from eos_ingest.submit import job_conf, shipped, spark_submit_env
@@ -139,10 +141,11 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
                 )
             env[airflow_conn.KAFKA_SETTINGS_ENV] = airflow_conn.encode_settings(conn_settings)
             mask_secret(env[airflow_conn.KAFKA_SETTINGS_ENV])
-        self.jars = self.jars or ",".join(local_jars())
+        s3a = uses_object_store(config)
+        self.jars = ",".join(local_jars(object_storage=True)) if s3a else self.jars or ",".join(local_jars())
         files = shipped(Path(self.pipeline_file))
         self.py_files, self.files = files["py_files"], files["files"]
-        self.conf = {**job_conf(master), **(self.conf or {})}
+        self.conf = {**job_conf(master, object_storage=s3a), **(self.conf or {})}
         rendered_env, self.env_vars = self.env_vars, env
         self.log.info("batch %s (%s): %s", batch_id, batch.kind.value, [f"{r}" for r in batch.ranges])
         try:
@@ -245,7 +248,7 @@ def _doc(config: PipelineConfig, what: str) -> str:
 def _tail(config: PipelineConfig, batch_task: str, batch_id: Any, until_caught_up: str | None = None) -> None:
     """spark_ingest -> validate -> publish for the batch id returned by `batch_task`."""
     pipeline_file = str(config.source)
-    table = Asset(uri=config.output_path.as_uri())
+    table = Asset(uri=table_uri(config.output_path))
     spark = BatchSparkSubmitOperator(
         task_id="spark_ingest",
         pipeline_file=pipeline_file,

@@ -114,14 +114,18 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from eos_ingest.object_storage import configure_session, uses_object_store
     from eos_ingest.spark_session import build_session
     from eos_ingest.verify import verify
 
     config = load_config(args)
     store = open_store(config)
-    spark = build_session(f"eos-ingest verify {config.name}", master="local[2]")
+    spark = build_session(
+        f"eos-ingest verify {config.name}", master="local[2]", object_storage=uses_object_store(config)
+    )
     spark.sparkContext.setLogLevel("ERROR")
     try:
+        configure_session(spark, config)
         report = verify(
             spark,
             config.kafka_settings,

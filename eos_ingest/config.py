@@ -13,7 +13,8 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
       format: json                 # json (default) | raw
       schema: "id BIGINT, ts TIMESTAMP"   # Spark DDL: required for json, forbidden for raw
     output:
-      path: tables/demo            # default tables/<name>; relative paths are under the state folder
+      path: tables/demo            # default tables/<name>; relative paths are under the state folder;
+                                   # or s3a://bucket/prefix (docs/object-storage.md; PostgreSQL control DB)
       quarantine_path: tables/demo_quarantine   # default <path>_quarantine
       partition_by: [event_date]   # default; or kafka_topic, kafka_partition, schema columns; [] = none
     control_db_url: sqlite:///${EOS_STATE_DIR}/control.db   # default; postgresql+psycopg://... too
@@ -24,7 +25,7 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
 (``:-`` also replaces an empty value, as in the shell); ``EOS_STATE_DIR`` always resolves, to
 ``paths.state_dir()`` when unset. The rules are the pydantic model in ``config_model``; every
 problem of a file comes in one ``ConfigError``, a line each naming the file, the dotted key, the
-value and the fix. Only local (or mounted) output paths are supported for now.
+value and the fix. Output tables are local (or mounted) folders or s3a:// URIs (object_storage.py).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from eos_ingest import paths
 from eos_ingest.config_ddl import RESERVED_COLUMNS, hint, parse_ddl
 from eos_ingest.config_model import NAME, SCHEDULE_PRESETS, START_FROM, VALUE_FORMATS, PipelineFile
 from eos_ingest.errors import ConfigError
+from eos_ingest.object_storage import TableLocation
 
 __all__ = [
     "RESERVED_COLUMNS",
@@ -78,10 +80,10 @@ class ValueConfig:
 
 @dataclass(frozen=True)
 class OutputConfig:
-    """Where batches land: absolute Delta table paths and the table's partition columns."""
+    """Where batches land: absolute Delta table paths (or s3a:// URIs) and the partition columns."""
 
-    path: Path
-    quarantine_path: Path
+    path: TableLocation
+    quarantine_path: TableLocation
     partition_by: tuple[str, ...]
 
 
@@ -106,13 +108,13 @@ class PipelineConfig:
     kafka_is_default: bool = field(default=False, compare=False)
 
     @property
-    def output_path(self) -> Path:
-        """Absolute path of the output Delta table."""
+    def output_path(self) -> TableLocation:
+        """Absolute path (or s3a:// URI) of the output Delta table."""
         return self.output.path
 
     @property
-    def quarantine_path(self) -> Path:
-        """Absolute path of the quarantine Delta table."""
+    def quarantine_path(self) -> TableLocation:
+        """Absolute path (or s3a:// URI) of the quarantine Delta table."""
         return self.output.quarantine_path
 
     @property
