@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -108,7 +109,7 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> None:
         from airflow.sdk.log import mask_secret
 
-        from eos_ingest import airflow_conn
+        from eos_ingest import airflow_conn, aws_conn
         from eos_ingest.object_storage import uses_object_store
         from eos_ingest.operations import open_store
         from eos_ingest.spark_session import local_jars
@@ -141,6 +142,18 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
                 )
             env[airflow_conn.KAFKA_SETTINGS_ENV] = airflow_conn.encode_settings(conn_settings)
             mask_secret(env[airflow_conn.KAFKA_SETTINGS_ENV])
+        with _library_errors():
+            aws_vars = aws_conn.connection_from_airflow(config.aws_conn_id)
+        if aws_vars and config.aws_conn_id:
+            if master.startswith(("yarn", "k8s")) and aws_conn.SECRET_VARIABLES[0] in aws_vars:
+                raise AirflowFailException(
+                    f"aws connection {config.aws_conn_id!r} holds a secret key, and on master {master} "
+                    "it would reach spark-submit's command line; give the cluster its own S3 access "
+                    "(instance roles, a Kubernetes secret as the driver's AWS_* variables) instead"
+                )
+            # The job takes its S3 access from these variables (object_storage.S3Access.from_env).
+            with _library_errors():
+                env.update(aws_conn.joined(aws_vars, os.environ, config.aws_conn_id))
         s3a = uses_object_store(config)
         self.jars = ",".join(local_jars(object_storage=True)) if s3a else self.jars or ",".join(local_jars())
         files = shipped(Path(self.pipeline_file))
@@ -181,12 +194,15 @@ def _run_batches(config: PipelineConfig, batch_id: int) -> list[Any]:
 
 def _validate(pipeline_file: str, batch_id: int) -> dict[str, Any]:
     """Audit the committed rows of the run's batches with Great Expectations; fail on a failed suite."""
+    from eos_ingest import aws_conn
     from eos_ingest.airflow_conn import config_from_airflow
     from eos_ingest.operations import audit_batches
 
     with _library_errors():
         # The audit counts the committed records with a Kafka consumer: the connection's settings.
         config, _ = config_from_airflow(load_pipeline(pipeline_file))
+        # s3a tables: delta-rs reads them with the AWS_* variables of this task's process.
+        aws_conn.apply(config.aws_conn_id, aws_conn.connection_from_airflow(config.aws_conn_id))
         results = audit_batches(config, [b.batch_id for b in _run_batches(config, int(batch_id))])
     shown: dict[str, Any] = json.loads(json.dumps(results[0], default=str))
     if len(results) > 1:

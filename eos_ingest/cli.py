@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from eos_ingest import aws_conn
 from eos_ingest.airflow_conn import (
     config_for_cli,
 )
@@ -43,6 +44,9 @@ LOG_LEVEL_ENV = "EOS_LOG_LEVEL"
 def load_config(args: argparse.Namespace) -> PipelineConfig:
     """The pipeline's config with its Kafka connection (``AIRFLOW_CONN_<ID>``) joined as in Airflow."""
     config = load_pipeline(args.config) if args.config else load_pipeline_by_name(args.pipeline)
+    # An aws connection's access joins this process's AWS_* variables, which the table readers
+    # and the spark-submit job (it inherits the environment) take it from.
+    aws_conn.apply(config.aws_conn_id, aws_conn.connection_from_env(config.aws_conn_id, os.environ))
     return config_for_cli(config)[0]
 
 

@@ -7,6 +7,7 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
     kafka:                         # librdkafka settings, passed through as strings; default:
       bootstrap.servers: ${EOS_KAFKA_BOOTSTRAP:-127.0.0.1:9092}
     kafka_conn_id: kafka_default   # Airflow connection whose settings join `kafka:`; null = none
+    aws_conn_id: null              # Airflow `aws` connection for s3a tables; default: the AWS_* variables
     start_from: earliest           # earliest | latest: where a partition never seen before starts
     max_records_per_partition: 100000   # offsets per partition per batch, >= 1
     value:
@@ -106,6 +107,8 @@ class PipelineConfig:
     # True when the file has no `kafka:` section: its settings are then only the built-in default,
     # which an Airflow connection replaces (see airflow_conn.resolve_kafka_settings).
     kafka_is_default: bool = field(default=False, compare=False)
+    # Airflow connection of type aws whose access joins the AWS_* variables (aws_conn.py); None = none.
+    aws_conn_id: str | None = field(default=None)
 
     @property
     def output_path(self) -> TableLocation:
@@ -263,6 +266,7 @@ class _Loader:
             kafka=dict(kafka),
             kafka_is_default=kafka_is_default,
             kafka_conn_id=model.kafka_conn_id,
+            aws_conn_id=model.aws_conn_id,
             start_from=model.start_from,
             max_records_per_partition=model.max_records_per_partition,
             value=ValueConfig(format=value.format, schema=value.schema_, columns=value.columns),

@@ -270,6 +270,7 @@ class PipelineFile(_Section):
     ] = Field(default=None, validate_default=True)
     kafka: Annotated[dict[str, str] | None, BeforeValidator(_kafka)] = None
     kafka_conn_id: Annotated[str | None, BeforeValidator(_conn_id)] = "kafka_default"
+    aws_conn_id: Annotated[str | None, BeforeValidator(_conn_id)] = None
     start_from: Annotated[str, _choice(START_FROM)] = "earliest"
     max_records_per_partition: Annotated[int, BeforeValidator(_max_records)] = 100_000
     value: ValueSection = Field(default_factory=dict, validate_default=True)
