@@ -38,6 +38,7 @@ def test_delta_rs_gets_the_same_store_and_may_use_http() -> None:
     assert options["AWS_ALLOW_HTTP"] == "true"
     assert (options["AWS_ACCESS_KEY_ID"], options["AWS_SECRET_ACCESS_KEY"]) == ("key", "s3cret")
     assert delta_rs_uri("s3a://lake/t") == "s3://lake/t"
+    assert delta_rs_uri("/tmp/tables/t") == "/tmp/tables/t"  # the writer passes local paths as text
 
 
 def test_the_secret_is_not_in_the_repr() -> None:
