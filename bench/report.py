@@ -145,7 +145,9 @@ def targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
         return found
     db = ratio(d, b)
     if db is not None:
-        note = "" if records >= 1_000_000 else f"only {records:,} records: the target is on >= 1M"
+        # The workload is 1M records produced, 5% of them in aborted transactions (as the issue sets it).
+        produced = int(result.get("records_produced", records))
+        note = "" if produced >= 1_000_000 else f"only {produced:,} records: the target is on >= 1M"
         found.append(_check("d/b", f">= {RATIO_TARGET}", db, db >= RATIO_TARGET, note))
     gate = d.get("phases", {}).get("gate")
     if gate is not None and d.get("seconds"):
@@ -165,7 +167,8 @@ def targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     if hb is not None:
         found.append(
             _check("catch-up h/b", f">= {RATIO_TARGET}", hb, hb >= RATIO_TARGET,
-                   f"{result.get('catch_up_batches')} batches; the target is 5M in batches of 1M")
+                   f"{records:,} records in {result.get('catch_up_batches')} batches"
+                   + ("" if records >= 4_750_000 else "; the target is 5M in batches of 1M"))
         )  # fmt: skip
     return found
 

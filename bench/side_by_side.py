@@ -3,6 +3,7 @@
     make bench                                         # 1M records, medians of 3, every system
     make bench BENCH_ARGS="--records 100000 --runs 1"  # a smaller run
     make bench BENCH_ARGS=--small                      # the 10k-record comparison: (b), (d) and (g)
+    make bench BENCH_ARGS=--catch-up                   # a 5M backlog: (b) and (h) in 5 batches of 1M
 
 It produces the workload itself (JSON values of ~200 B over 6 partitions, transactions of 5,000
 records, 5% aborted), then runs each system `--runs` times, each into a fresh table (and a fresh
@@ -12,7 +13,7 @@ audit of (d)'s batch, (g) the ingest DAG through airflow standalone, (h) `eos-in
 --until-caught-up` in `--catch-up-batches` batches. Every Spark system runs on local[2].
 
 The result goes to bench/results/bench-<stamp>.json; bench/README.md and bench/charts/*.png are
-regenerated from the latest full and small results. See bench/README.md.
+regenerated from the latest full, small and catch-up results. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ CHARTS = REPO / "bench" / "charts"
 AIRFLOW_SH = REPO / "scripts" / "airflow.sh"
 ALL_SYSTEMS = "abcdefgh"
 SMALL_SYSTEMS = "bdg"
+CATCH_UP_SYSTEMS = "bh"  # --catch-up: a backlog drained in one Spark session vs plain Spark
 TIMEOUT_S = 3600
 
 
@@ -414,7 +416,9 @@ is no longer measured; `results/chaos-*.json` are `make chaos`'s.
 """
 
 
-def render_readme(full: dict[str, Any] | None, small: dict[str, Any] | None) -> str:
+def render_readme(
+    full: dict[str, Any] | None, small: dict[str, Any] | None, catch_up: dict[str, Any] | None = None
+) -> str:
     parts = [README_HEAD, "## Results", ""]
     if full:
         parts += [
@@ -430,14 +434,18 @@ def render_readme(full: dict[str, Any] | None, small: dict[str, Any] | None) -> 
         parts += [report.render_result(small, "Small batch (--small)")]
     else:
         parts += ["No `--small` run yet.", ""]
+    if catch_up:
+        parts += [report.render_result(catch_up, "Backlog in one Spark session (--catch-up)")]
+    else:
+        parts += ["No `--catch-up` run yet.", ""]
     return "\n".join(parts).rstrip() + "\n"
 
 
 def write_readme() -> None:
-    full, small = latest("full"), latest("small")
+    full, small, catch_up = latest("full"), latest("small"), latest("catch_up")
     if full:
         write_charts(full)
-    (REPO / "bench" / "README.md").write_text(render_readme(full, small))
+    (REPO / "bench" / "README.md").write_text(render_readme(full, small, catch_up))
     log("bench/README.md and bench/charts/ regenerated")
 
 
@@ -450,7 +458,9 @@ def main() -> None:
     )
     parser.add_argument("--bootstrap", default=default_bootstrap)
     parser.add_argument(
-        "--records", type=int, help="records produced (default 1,000,000; 10,000 with --small)"
+        "--records",
+        type=int,
+        help="records produced (default 1,000,000; 10,000 with --small; 5,000,000 with --catch-up)",
     )
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--runs", type=int, default=3)
@@ -458,7 +468,13 @@ def main() -> None:
     parser.add_argument(
         "--systems", help=f"which of {ALL_SYSTEMS} (default all; {SMALL_SYSTEMS} with --small)"
     )
-    parser.add_argument("--small", action="store_true", help="the 10k-record comparison: (b), (d), (g)")
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--small", action="store_true", help="the 10k-record comparison: (b), (d), (g)")
+    modes.add_argument(
+        "--catch-up",
+        action="store_true",
+        help="the backlog comparison: (b) and (h) on 5M records, (h) in --catch-up-batches batches (1M each)",
+    )
     parser.add_argument("--no-dag", action="store_true", help="leave out (g)")
     parser.add_argument("--label", default="", help="what this run is, shown in bench/README.md")
     parser.add_argument("--no-readme", action="store_true", help="write the result file only")
@@ -469,11 +485,17 @@ def main() -> None:
     if args.readme_only:
         write_readme()
         return
-    args.records = args.records or (10_000 if args.small else 1_000_000)
+    args.records = args.records or (10_000 if args.small else 5_000_000 if args.catch_up else 1_000_000)
     if "f" in (args.systems or "") and "d" not in args.systems:
         parser.error("(f) audits (d)'s batch: --systems needs d too")
     args.systems = "".join(
-        k for k in ALL_SYSTEMS if k in (args.systems or (SMALL_SYSTEMS if args.small else ALL_SYSTEMS))
+        k
+        for k in ALL_SYSTEMS
+        if k
+        in (
+            args.systems
+            or (SMALL_SYSTEMS if args.small else CATCH_UP_SYSTEMS if args.catch_up else ALL_SYSTEMS)
+        )
     )
     if args.no_dag:
         args.systems = args.systems.replace("g", "")
@@ -496,8 +518,9 @@ def main() -> None:
     result: dict[str, Any] = {
         "file": f"bench/results/bench-{stamp}.json",
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "label": args.label or ("small-batch comparison" if args.small else "side by side"),
-        "mode": "small" if args.small else "full",
+        "label": args.label
+        or ("small-batch comparison" if args.small else "backlog" if args.catch_up else "side by side"),
+        "mode": "small" if args.small else "catch_up" if args.catch_up else "full",
         "commit": git_commit(),
         "machine": {
             **machine_facts(),

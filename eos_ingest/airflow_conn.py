@@ -29,8 +29,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from eos_ingest.config import PipelineConfig, is_secret_key
+from eos_ingest.config import PipelineConfig
 from eos_ingest.errors import ConfigError
+from eos_ingest.redact import is_secret_key
 
 log = logging.getLogger(__name__)
 

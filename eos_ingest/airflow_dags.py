@@ -31,11 +31,12 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Asset, BaseHook, Param, get_current_context, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 
 from eos_ingest.config import PipelineConfig, default_pipelines_dir, load_pipeline
 from eos_ingest.errors import ConfigError, EosIngestError
 from eos_ingest.object_storage import table_uri
+from eos_ingest.redact import redact_text
 from eos_ingest.spark_session import DELTA_CONF
 from eos_ingest.submit import JOB_SCRIPT
 
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 DEFAULT_ARGS: dict[str, Any] = {"owner": "eos-ingest", "retries": 2, "retry_delay": timedelta(seconds=30)}
 _EXIT_CODE = re.compile(r"Error code is: (\d+)")
 _FENCED_EXIT = 3  # the job (eos_ingest.errors.exit_code): a newer attempt owns the batch
+# validate runs once its upstreams are done, even if spark_ingest failed, as long as the batch id
+# task succeeded: the committed batches of a catch-up are audited though a later batch failed.
+VALIDATE_RULE = "all_done_min_one_success"
 
 
 @contextmanager
@@ -164,15 +168,22 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
         try:
             super().execute(context)
         except Exception as exc:
-            self._explain_failure(store, batch_id, exc)
+            self._explain_failure(store, batch_id, exc, catching_up=catching_up)
         finally:
             self.env_vars = rendered_env
 
-    def _explain_failure(self, store: Any, batch_id: int, exc: Exception) -> None:
+    def _explain_failure(self, store: Any, batch_id: int, exc: Exception, *, catching_up: bool) -> None:
         """Decide from the control store, the source of truth, whether a retry can help."""
+        from eos_ingest.operations import unfinished_catch_up_batch
+
         batch = store.get_batch(batch_id)
         found = _EXIT_CODE.search(str(exc))
         code = int(found.group(1)) if found else None
+        if batch.status.value == "committed" and catching_up:
+            # The run's first batches committed (validate still audits them), but a later one did
+            # not: the task fails so that the run shows it, and a retry resumes a planned one.
+            batch = unfinished_catch_up_batch(store, batch_id) or batch
+            batch_id = batch.batch_id
         if batch.status.value == "committed":
             self.log.warning("spark-submit failed (%s) after batch %s committed: keeping it", code, batch_id)
             return
@@ -193,7 +204,11 @@ def _run_batches(config: PipelineConfig, batch_id: int) -> list[Any]:
 
 
 def _validate(pipeline_file: str, batch_id: int) -> dict[str, Any]:
-    """Audit the committed rows of the run's batches with Great Expectations; fail on a failed suite."""
+    """Audit the committed rows of the run's batches with Great Expectations; fail on a failed suite.
+
+    Runs also when spark_ingest failed (VALIDATE_RULE): a catch-up whose later batch failed has
+    committed batches that must still be audited; with nothing committed there is nothing to audit.
+    """
     from eos_ingest import aws_conn
     from eos_ingest.airflow_conn import config_from_airflow
     from eos_ingest.operations import audit_batches
@@ -203,7 +218,10 @@ def _validate(pipeline_file: str, batch_id: int) -> dict[str, Any]:
         config, _ = config_from_airflow(load_pipeline(pipeline_file))
         # s3a tables: delta-rs reads them with the AWS_* variables of this task's process.
         aws_conn.apply(config.aws_conn_id, aws_conn.connection_from_airflow(config.aws_conn_id))
-        results = audit_batches(config, [b.batch_id for b in _run_batches(config, int(batch_id))])
+        committed = [b for b in _run_batches(config, int(batch_id)) if b.status.value == "committed"]
+        if not committed:
+            raise AirflowSkipException(f"batch {batch_id} did not commit: nothing to audit")
+        results = audit_batches(config, [b.batch_id for b in committed])
     shown: dict[str, Any] = json.loads(json.dumps(results[0], default=str))
     if len(results) > 1:
         shown["batches"] = json.loads(json.dumps(results, default=str))
@@ -275,9 +293,14 @@ def _tail(config: PipelineConfig, batch_task: str, batch_id: Any, until_caught_u
         retry_delay=timedelta(minutes=1),
         execution_timeout=timedelta(hours=4),
     )
-    validate = task(task_id="validate", retries=1)(_validate)(pipeline_file, batch_id)
+    validate = task(task_id="validate", retries=1, trigger_rule=VALIDATE_RULE)(_validate)(
+        pipeline_file, batch_id
+    )
     publish = task(task_id="publish", retries=1, outlets=[table])(_publish)(pipeline_file, batch_id, table)
+    # publish also waits on spark_ingest itself: validate may run after spark_ingest failed, and
+    # the run (whose state its leaves decide) must then fail, not succeed.
     batch_id >> spark >> validate >> publish
+    spark >> publish
 
 
 def ingest_dag(config: PipelineConfig) -> DAG:
@@ -425,7 +448,9 @@ def broken_pipeline_files(folder: Path) -> list[str]:
             load_pipeline(path)
         except Exception as exc:  # an unexpected error must name its file too
             broken.append(
-                str(exc) if isinstance(exc, ConfigError) else f"{path}: {type(exc).__name__}: {exc}"
+                str(exc)
+                if isinstance(exc, ConfigError)
+                else redact_text(f"{path}: {type(exc).__name__}: {exc}")
             )
     return broken
 

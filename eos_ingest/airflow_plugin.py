@@ -44,6 +44,7 @@ def build_app() -> FastAPI:
 
     from eos_ingest import status
     from eos_ingest.errors import ConfigError
+    from eos_ingest.redact import redact_tree
 
     require_user = requires_authenticated()
     app = FastAPI(
@@ -58,7 +59,7 @@ def build_app() -> FastAPI:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if request.url.path.removeprefix(request.scope.get("root_path", "")).startswith("/api/"):
-            return JSONResponse({"detail": exc.detail}, exc.status_code, headers=exc.headers)
+            return JSONResponse({"detail": redact_tree(exc.detail)}, exc.status_code, headers=exc.headers)
         home = request.scope.get("root_path", "").removesuffix(URL_PREFIX) + "/"
         body = render("error.html", code=exc.status_code, message=str(exc.detail), home=home)
         return HTMLResponse(body, exc.status_code, headers=exc.headers)
@@ -95,7 +96,8 @@ def build_app() -> FastAPI:
 
     @app.get("/api/pipelines/{name}")
     async def pipeline_json(name: str, batches: int = Query(BATCHES_SHOWN, ge=1, le=500)) -> dict[str, Any]:
-        return await asyncio.to_thread(load_status, name, batches)
+        shown: dict[str, Any] = redact_tree(await asyncio.to_thread(load_status, name, batches))
+        return shown
 
     @app.get("/data-docs/{path:path}")
     def data_docs(path: str) -> FileResponse:  # sync: FastAPI runs it in its thread pool
@@ -173,6 +175,7 @@ def _status(file: PipelineFile, batches: int) -> dict[str, Any]:
 
     from eos_ingest.airflow_conn import config_from_airflow
     from eos_ingest.errors import ConfigError, EosIngestError
+    from eos_ingest.redact import redact_text
     from eos_ingest.status import pipeline_status, status_store
 
     if file.config is None:
@@ -184,7 +187,8 @@ def _status(file: PipelineFile, batches: int) -> dict[str, Any]:
     try:
         return pipeline_status(config, status_store(config.control_db_url), batches=batches)
     except (EosIngestError, SQLAlchemyError) as exc:
-        raise _Unavailable(503, f"control DB: {type(exc).__name__}: {exc}") from exc
+        # SQLAlchemy's and the driver's messages may quote the URL: redacted before it is shown.
+        raise _Unavailable(503, redact_text(f"control DB: {type(exc).__name__}: {exc}")) from exc
 
 
 def _summary(file: PipelineFile) -> dict[str, Any]:
@@ -227,5 +231,8 @@ def _ts(value: str | None) -> str:
 
 def render(template: str, **context: Any) -> str:
     """One page: index.html (rows, error, data_docs), pipeline.html (s, batches, data_docs) or
-    error.html (code, message, home)."""
-    return _templates().get_template(template).render(**context)
+    error.html (code, message, home). Every value is redacted first (eos_ingest.redact): errors and
+    batch rows may quote a URL or a setting."""
+    from eos_ingest.redact import redact_tree
+
+    return _templates().get_template(template).render(**redact_tree(context))

@@ -25,6 +25,7 @@ from eos_ingest.errors import EosIngestError, FencedError, PartialWriteError, Wr
 from eos_ingest.identity import check_batch_identity
 from eos_ingest.kafka_offsets import fetch_identity
 from eos_ingest.reader import read_ranges
+from eos_ingest.redact import redact_text, secrets_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,14 +70,14 @@ def run_fenced(spark: SparkSession, config: PipelineConfig, store: ControlStore,
         raise  # the batch belongs to a newer attempt: leave it alone
     except EosIngestError as exc:
         if not exc.retriable:
-            store.fail_batch(batch_id, fence, f"{type(exc).__name__}: {exc}")
+            store.fail_batch(batch_id, fence, _error_text(config, exc))
         raise
     except Exception as exc:
         # Records deleted after the plan: a rerun would fail the same way, so fail the batch.
         lost = spark_data_loss(exc, config.name, batch_id, batch.ranges)
         if lost is None:
             raise
-        store.fail_batch(batch_id, fence, f"{type(lost).__name__}: {lost}")
+        store.fail_batch(batch_id, fence, _error_text(config, lost))
         raise lost from exc
     # The application id shows, in the job's output, that the batches of a catch-up shared one session.
     app_id = spark.sparkContext.applicationId
@@ -194,3 +195,10 @@ def _pause_if_asked() -> None:
     deadline = time.monotonic() + 600
     while path.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
+
+
+def _error_text(config: PipelineConfig, exc: Exception) -> str:
+    """The error as stored on the batch row (and shown by the UI): the config's secret values
+    masked, besides what the control store redacts by pattern."""
+    secrets = secrets_of(config.kafka) + secrets_of({"url": config.control_db_url})
+    return redact_text(f"{type(exc).__name__}: {exc}", secrets)

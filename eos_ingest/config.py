@@ -18,15 +18,18 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
                                    # or s3a://bucket/prefix (docs/object-storage.md; PostgreSQL control DB)
       quarantine_path: tables/demo_quarantine   # default <path>_quarantine
       partition_by: [event_date]   # default; or kafka_topic, kafka_partition, schema columns; [] = none
-    control_db_url: sqlite:///${EOS_STATE_DIR}/control.db   # default; postgresql+psycopg://... too
+    control_db_url: sqlite:///${EOS_STATE_DIR}/control.db   # postgresql+psycopg://... too; see below
     schedule: "@hourly"            # 5-field cron (UTC, checked with croniter) or preset; null = manual
     expectations: []               # extra GX expectations: mappings with a "type" and its fields
 
 ``${VAR}`` and ``${VAR:-default}`` are expanded from the environment in every string value
 (``:-`` also replaces an empty value, as in the shell); ``EOS_STATE_DIR`` always resolves, to
-``paths.state_dir()`` when unset. The rules are the pydantic model in ``config_model``; every
-problem of a file comes in one ``ConfigError``, a line each naming the file, the dotted key, the
-value and the fix. Output tables are local (or mounted) folders or s3a:// URIs (object_storage.py).
+``paths.state_dir()`` when unset. Without ``control_db_url`` in the file, the control DB is
+``$EOS_CONTROL_DB_URL`` when set (a deployment's one DB for every pipeline), else the SQLite file
+``<state folder>/control.db``; a ``control_db_url`` in the file always wins. The rules are the
+pydantic model in ``config_model``; every problem of a file comes in one ``ConfigError``, a line
+each naming the file, the dotted key, the value (secrets masked, see ``redact``) and the fix. Output
+tables are local (or mounted) folders or s3a:// URIs (object_storage.py).
 """
 
 from __future__ import annotations
@@ -46,7 +49,9 @@ from eos_ingest import paths
 from eos_ingest.config_ddl import RESERVED_COLUMNS, hint, parse_ddl
 from eos_ingest.config_model import NAME, SCHEDULE_PRESETS, START_FROM, VALUE_FORMATS, PipelineFile
 from eos_ingest.errors import ConfigError
+from eos_ingest.network_fs import state_places, warn_once
 from eos_ingest.object_storage import TableLocation
+from eos_ingest.redact import is_secret_key, redact_text, redact_url, redact_value, secrets_of
 
 __all__ = [
     "RESERVED_COLUMNS",
@@ -64,7 +69,6 @@ __all__ = [
 ]
 
 _DEFAULT_KAFKA = {"bootstrap.servers": "${EOS_KAFKA_BOOTSTRAP:-127.0.0.1:9092}"}
-_SECRET_MARKERS = ("password", "secret", "sasl.jaas", "token")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 # (dotted key, value, fix): one problem of a file
 Problem = tuple[str, Any, str]
@@ -134,17 +138,8 @@ class PipelineConfig:
         """JSON-able view for logs and the UI, with secrets masked as ``***``."""
         shown: dict[str, Any] = json.loads(json.dumps(asdict(self), default=str))
         shown["kafka"] = {k: "***" if is_secret_key(k) else v for k, v in self.kafka.items()}
-        shown["control_db_url"] = re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", self.control_db_url)
+        shown["control_db_url"] = redact_url(self.control_db_url)
         return shown
-
-
-def is_secret_key(key: str) -> bool:
-    """True for a librdkafka setting whose value must not be logged (passwords, JAAS, keys)."""
-    k = key.lower()
-    if any(marker in k for marker in _SECRET_MARKERS):
-        return True
-    # key.serializer, ssl.keystore.type, ssl.key.location name a class, a type or a file: not secrets.
-    return "key" in k and k.rsplit(".", 1)[-1] not in ("serializer", "deserializer", "type", "location")
 
 
 def default_pipelines_dir(dags_folder: Path | None = None) -> Path:
@@ -159,8 +154,15 @@ def default_pipelines_dir(dags_folder: Path | None = None) -> Path:
 
 
 def load_pipeline(path: str | Path) -> PipelineConfig:
-    """Read and validate one pipeline file; raise ConfigError naming the key, the value and the fix."""
-    return _Loader(Path(path)).load()
+    """Read and validate one pipeline file; raise ConfigError naming the key, the value and the fix.
+
+    A state folder, table or SQLite control DB on a network file system is logged as a warning
+    (once per process; the CLI's stderr shows it): their commits need local semantics."""
+    config = _Loader(Path(path)).load()
+    local = [p for p in (config.output_path, config.quarantine_path) if isinstance(p, Path)]  # s3a: no mount
+    places = state_places(local, config.control_db_url)
+    warn_once(places)
+    return config
 
 
 def load_pipeline_by_name(name: str, pipelines_dir: Path | None = None) -> PipelineConfig:
@@ -200,12 +202,20 @@ class _Loader:
         except ValueError:
             self.shown = str(path)
         self.problems: list[Problem] = []
+        # Values that must not appear in a message: the file's secrets, before and after ${VAR}.
+        self.secrets: list[str] = []
 
     def error(self, problems: list[Problem]) -> ConfigError:
-        lines = [f"{self.shown}: {key} = {value!r} is not valid; {fix}" for key, value, fix in problems]
+        # A value is shown after ${VAR} expansion: a secret key's value is masked, a URL loses its
+        # password, and any secret of the file that still made it into the text is masked too.
+        lines = [
+            f"{self.shown}: {key} = {redact_value(key, value)!r} is not valid; {fix}"
+            for key, value, fix in problems
+        ]
         if len(lines) == 1:
-            return ConfigError(lines[0])
-        return ConfigError(f"{self.shown}: {len(lines)} problems, fix each:\n- " + "\n- ".join(lines))
+            return ConfigError(redact_text(lines[0], self.secrets))
+        text = f"{self.shown}: {len(lines)} problems, fix each:\n- " + "\n- ".join(lines)
+        return ConfigError(redact_text(text, self.secrets))
 
     def expand(self, value: Any, key: str) -> Any:
         """Expand ${VAR} and ${VAR:-default} in every string, depth first."""
@@ -237,13 +247,15 @@ class _Loader:
             raise ConfigError(f"{self.shown}: cannot read the file ({e.strerror})") from e
         except yaml.YAMLError as e:
             fix = "fix the syntax (quote values that start with @ or *)"
-            raise ConfigError(f"{self.shown}: not valid YAML; {fix}:\n{e}") from e
+            # PyYAML quotes the offending line, which may hold a secret written in the file.
+            raise ConfigError(f"{self.shown}: not valid YAML; {fix}:\n{redact_text(str(e))}") from e
 
     def load(self) -> PipelineConfig:
         raw = self.read()
         if not isinstance(raw, dict):
             raise self.error([("<file>", raw, "it must be a mapping of keys to values")])
         doc = self.expand(raw, "")
+        self.secrets = secrets_of(raw) + secrets_of(doc)
         try:
             model = PipelineFile.model_validate(doc, context={"stem": self.path.stem})
         except ValidationError as e:

@@ -8,6 +8,7 @@ it into the frozen PipelineConfig the rest of the package uses.
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import datetime
 from pathlib import Path
@@ -30,6 +31,7 @@ from eos_ingest.config_ddl import base_type, hint, parse_ddl
 from eos_ingest.object_storage import TableLocation, is_object_store
 
 START_FROM = ("earliest", "latest")
+CONTROL_DB_ENV = "EOS_CONTROL_DB_URL"  # the control DB of pipelines whose file names none
 VALUE_FORMATS = ("json", "raw")
 SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly",
                     "@yearly")  # fmt: skip
@@ -157,10 +159,18 @@ def _table_location(value: Any) -> TableLocation:
 
 
 def _db_url(url: Any) -> str:
-    if url is None:
+    """The file's control_db_url; without one $EOS_CONTROL_DB_URL (a deployment's default, e.g.
+    the PostgreSQL of docker-compose.yaml); without that the SQLite file in the state folder."""
+    from_env = url is None and bool(os.environ.get(CONTROL_DB_ENV))
+    if url is None and not from_env:
         return f"sqlite:///{paths.state_dir() / 'control.db'}"
+    if from_env:
+        url = os.environ[CONTROL_DB_ENV]
     if not (isinstance(url, str) and re.match(r"(sqlite|postgresql)(\+\w+)?://", url)):
-        raise problem("use sqlite:///<file> or postgresql+psycopg://user@host/db")
+        fix = "use sqlite:///<file> or postgresql+psycopg://user@host/db"
+        if from_env:  # the file has no control_db_url: the value is the environment's
+            raise problem(f"{fix} in ${CONTROL_DB_ENV}, or set control_db_url in the file", value=url)
+        raise problem(fix)
     if url.startswith("sqlite:///") and not url.startswith(("sqlite:////", "sqlite:///:memory:")):
         # A relative SQLite path would follow the working directory of each Airflow process.
         return f"sqlite:///{paths.state_dir() / url.removeprefix('sqlite:///')}"

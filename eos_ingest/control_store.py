@@ -29,6 +29,7 @@ from eos_ingest.control_schema import ensure_schema as _ensure_schema
 from eos_ingest.errors import BackfillRangeError, BatchStateError, FencedError
 from eos_ingest.identity import KafkaIdentity, TopicIdentity, check_identities
 from eos_ingest.planner import Plan, PlannedRange, TopicPartition
+from eos_ingest.redact import redact_text
 
 __all__ = ["Batch", "BatchKind", "BatchStatus", "ControlStore", "RangeRecord"]
 
@@ -503,8 +504,10 @@ class ControlStore:
         conditions = [batches.c.batch_id == batch_id, batches.c.status == BatchStatus.PLANNED.value]
         if fence is not None:
             conditions.append(batches.c.fence == fence)
+        # The error text is shown on the Ingestion page and by `status`: no URL password, no secret.
+        shown = redact_text(error)
         query = (
-            update(batches).where(*conditions).values(status=status.value, error=error, updated_at=utc_now())
+            update(batches).where(*conditions).values(status=status.value, error=shown, updated_at=utc_now())
         )
         return self._db.run(lambda conn: int(conn.execute(query).rowcount), write=True)
 

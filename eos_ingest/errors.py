@@ -6,11 +6,18 @@ retries; everything else needs a person: data loss, a recreated topic, a fenced 
 
 from __future__ import annotations
 
+from eos_ingest.redact import redact_text
+
 
 class EosIngestError(Exception):
     """Base of every error this package raises on purpose."""
 
     retriable: bool = False
+
+    def __str__(self) -> str:
+        # Messages reach the CLI's stderr, Airflow's task logs and import errors, the UI and the
+        # control DB: none may carry a URL's password or a secret key's value.
+        return redact_text(super().__str__())
 
 
 class ConfigError(EosIngestError):
@@ -82,6 +89,15 @@ class PartialWriteError(WriteError):
 
 class QualityGateError(EosIngestError):
     """Critical expectations failed on the batch before commit; the message names them."""
+
+
+class GxLockTimeoutError(EosIngestError):
+    """The Great Expectations files of the state folder stayed locked by another process too long.
+
+    Retriable: nothing was validated or stored; the holder is stuck or slow, and a later attempt
+    runs the same validation."""
+
+    retriable = True
 
 
 class BackfillRangeError(EosIngestError):

@@ -2,13 +2,17 @@
 
 The context lives at <state folder>/gx; its config comes from eos_ingest/expectations/great_expectations.yml
 (copied when it changed, never written back) and is cached per process. One GX run at a time per
-state folder (a file lock): Data Docs, suites and checkpoints are files GX rewrites unlocked.
+state folder touches GX's files at a time (a file lock, `gx_lock`): Data Docs, suites, checkpoints
+and the config are files GX rewrites without locking. The validation itself runs outside the lock,
+so the gates and audits of several pipelines compute at once; the lock is waited for at most
+``EOS_GX_LOCK_TIMEOUT_S`` seconds (120 by default), then GxLockTimeoutError names the lock file.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +21,7 @@ from urllib.parse import unquote, urlparse
 
 from eos_ingest import paths
 from eos_ingest.config import PipelineConfig
+from eos_ingest.errors import ConfigError, GxLockTimeoutError
 from eos_ingest.quality_suite import EXPECTED_ROWS, build_suite, quiet_gx
 
 if TYPE_CHECKING:
@@ -25,7 +30,7 @@ if TYPE_CHECKING:
     from great_expectations.data_context import AbstractDataContext
     from pyspark.sql import DataFrame
 
-__all__ = ["data_docs_index", "gx_lock", "gx_root", "open_context", "validate"]
+__all__ = ["data_docs_index", "gx_lock", "gx_root", "lock_timeout_s", "open_context", "validate"]
 
 GX_TEMPLATE = paths.GX_TEMPLATE  # package data: eos_ingest/expectations/great_expectations.yml
 DATASOURCE, ASSET, BATCH_DEFINITION = "eos_spark", "batch_rows", "whole_frame"  # declared in the yml
@@ -35,6 +40,8 @@ SITE = "local_site"
 # SUMMARY keeps a few unexpected values per expectation: enough to name the offending rows,
 # small enough to store on the batch row.
 RESULT_FORMAT: dict[str, Any] = {"result_format": "SUMMARY", "partial_unexpected_count": 5}
+LOCK_TIMEOUT_ENV, LOCK_TIMEOUT_S = "EOS_GX_LOCK_TIMEOUT_S", 120.0
+_LOCK_POLL_S = 0.1
 
 _contexts: dict[Path, AbstractDataContext] = {}
 
@@ -49,13 +56,45 @@ def data_docs_index() -> Path:
     return gx_root() / "data_docs" / "index.html"
 
 
+def lock_timeout_s() -> float:
+    """How long to wait for the GX lock: $EOS_GX_LOCK_TIMEOUT_S, else 120 s. The lock is held for a
+    Data Docs build (seconds), so a longer wait means a stuck holder, not a busy one."""
+    raw = os.environ.get(LOCK_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return LOCK_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise ConfigError(f"{LOCK_TIMEOUT_ENV}={raw!r} is not valid; give the seconds to wait, e.g. 120")
+    return value
+
+
 @contextmanager
-def gx_lock(root: Path) -> Iterator[None]:
-    """One GX run at a time per state folder: the Data Docs index, suites and checkpoints are
-    shared files that GX rewrites without locking, and several tasks may validate at once."""
+def gx_lock(root: Path, timeout_s: float | None = None) -> Iterator[None]:
+    """Hold the state folder's GX lock while GX reads or writes its shared files (the Data Docs
+    index, suites, validation definitions, checkpoints): GX rewrites them without locking, and
+    several tasks may validate at once. Waits at most `timeout_s` (lock_timeout_s()), then raises
+    GxLockTimeoutError naming the lock file. Never hold it across a validation's computation."""
+    wait = lock_timeout_s() if timeout_s is None else timeout_s
     root.mkdir(parents=True, exist_ok=True)
-    with (root / ".lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    path = root / ".lock"
+    with path.open("a") as handle:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise GxLockTimeoutError(
+                        f"the Great Expectations lock {path} is held by another process for over "
+                        f"{wait:g} s (it is held only while GX writes its files, normally seconds); "
+                        f"find the holder with `fuser -v {path}`, let it finish or stop it, then run "
+                        f"again; {LOCK_TIMEOUT_ENV} sets the wait"
+                    ) from None
+                time.sleep(_LOCK_POLL_S)
         try:
             yield
         finally:
@@ -97,21 +136,30 @@ def _report_path(context: AbstractDataContext, result_id: Any) -> str:
 def validate(
     config: PipelineConfig, batch_id: int, stage: str, frame: DataFrame | pd.DataFrame, expected_rows: int
 ) -> tuple[ExpectationSuiteValidationResult, str, str]:
-    """Run the pipeline's checkpoint on `frame`, a Spark or a pandas frame: (suite result, result
-    identifier, report path)."""
+    """Validate `frame`, a Spark or a pandas frame, with the pipeline's suite, store the result and
+    its Data Docs page, as the pipeline's checkpoint does: (suite result, result identifier, report
+    path). Only the file steps hold gx_lock; the validation itself runs unlocked."""
     with quiet_gx():
         import great_expectations as gx
         from great_expectations.checkpoint import UpdateDataDocsAction
+        from great_expectations.constants import DATAFRAME_REPLACEMENT_STR
         from great_expectations.core.run_identifier import RunIdentifier
+        from great_expectations.data_context.types.resource_identifiers import (
+            ExpectationSuiteIdentifier,
+            ValidationResultIdentifier,
+        )
+        from great_expectations.validator.v1_validator import Validator
 
     suite = build_suite(config)  # outside the lock: a ConfigError needs no GX files
     root = gx_root()
+    name = f"{config.name}.{stage}"
+    # 1. Under the lock, briefly: the config, the suite, the validation definition and the
+    # checkpoint (kept, so `checkpoint.run()` by hand gives the same validation).
     with gx_lock(root), quiet_gx():
         context = open_context(root)
         suite = context.suites.add_or_update(suite)
         source = DATASOURCE if hasattr(frame, "sparkSession") else PANDAS_DATASOURCE
         data = context.data_sources.get(source).get_asset(ASSET).get_batch_definition(BATCH_DEFINITION)
-        name = f"{config.name}.{stage}"
         definition = context.validation_definitions.add_or_update(
             gx.ValidationDefinition(name=name, data=data, suite=suite)
         )
@@ -123,11 +171,32 @@ def validate(
                 result_format=RESULT_FORMAT,
             )
         )
-        run_id = RunIdentifier(run_name=f"{config.name}-batch-{batch_id}-{stage}")
-        outcome = checkpoint.run(
-            batch_parameters={"dataframe": frame},
-            expectation_parameters={EXPECTED_ROWS: expected_rows},
-            run_id=run_id,
+    # 2. Unlocked: the validation, what costs (Spark jobs or pandas over the batch). It reads the
+    # in-memory frame and suite only, as ValidationDefinition.run does before it stores.
+    run_id = RunIdentifier(run_name=f"{config.name}-batch-{batch_id}-{stage}")
+    with quiet_gx():
+        validator = Validator(data, RESULT_FORMAT, {"dataframe": frame})
+        result: ExpectationSuiteValidationResult = validator.validate_expectation_suite(
+            suite, expectation_parameters={EXPECTED_ROWS: expected_rows}
         )
-        ((result_id, result),) = outcome.run_results.items()
+    # The meta ValidationDefinition.run adds before it stores (the Data Docs page shows it).
+    result.meta["validation_id"] = definition.id
+    result.meta["checkpoint_id"] = checkpoint.id
+    result.meta["run_id"] = run_id
+    result.meta["validation_time"] = run_id.run_time
+    result.meta["batch_parameters"] = {"dataframe": DATAFRAME_REPLACEMENT_STR}
+    suite_id = ExpectationSuiteIdentifier(name=suite.name)
+    result_id = ValidationResultIdentifier(
+        expectation_suite_identifier=suite_id, run_id=run_id, batch_identifier=validator.active_batch_id
+    )
+    # 3. Under the lock again: the result file and the Data Docs (the index page is shared).
+    with gx_lock(root), quiet_gx():
+        context.validation_results_store.store_validation_results(
+            suite_validation_result=result,
+            suite_validation_result_identifier=result_id,
+            expectation_suite_identifier=suite_id,
+        )
+        # Both pages, as GX's UpdateDataDocsAction asks for them (its hint wants one kind per list).
+        pages: Any = [result_id, suite_id]
+        context.build_data_docs(site_names=[SITE], resource_identifiers=pages)
         return result, str(result_id), _report_path(context, result_id)

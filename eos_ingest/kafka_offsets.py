@@ -21,6 +21,7 @@ from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception
 from eos_ingest.errors import KafkaUnavailableError, TopicNotFoundError
 from eos_ingest.identity import KafkaIdentity
 from eos_ingest.planner import PartitionOffsets
+from eos_ingest.redact import redact_text
 
 T = TypeVar("T")
 # The least time an attempt is started with: no retry begins with less left before the deadline.
@@ -45,7 +46,8 @@ class _QuietLibrdkafkaLog:
     _log = logging.getLogger("eos_ingest.librdkafka")
 
     def log(self, level: int, msg: str, *args: object) -> None:
-        self._log.debug(msg, *args)
+        # A `debug: conf` dump or a SASL error may quote a setting: redacted like every echo.
+        self._log.debug("%s", redact_text(msg % args if args else msg))
 
 
 def admin_client(kafka_settings: Mapping[str, str], timeout_s: float = 15.0) -> AdminClient:

@@ -123,7 +123,9 @@ class S3Access:
 
 def delta_rs_uri(location: TableLocation) -> str:
     """The location as delta-rs opens it (object_store spells the scheme s3://)."""
-    return "s3://" + location.removeprefix(S3A) if is_object_store(location) else str(location)
+    if isinstance(location, str) and is_object_store(location):
+        return "s3://" + location.removeprefix(S3A)
+    return str(location)
 
 
 def storage_options(location: TableLocation) -> dict[str, str] | None:

@@ -135,6 +135,19 @@ def run_batches(store: ControlStore, config: PipelineConfig, batch_id: int) -> l
     ]
 
 
+def unfinished_catch_up_batch(store: ControlStore, batch_id: int) -> Batch | None:
+    """The batch of a catch-up run (started by `batch_id`) that did not commit: a later batch that
+    failed, or is still planned because its attempt crashed. None when every batch of the run
+    committed, and for a batch that is not the first of an Airflow catch-up run."""
+    first = store.get_batch(batch_id)
+    if first.kind is not BatchKind.SCHEDULED or first.airflow_run_id is None:
+        return None
+    for batch in store.batches_of_run(first.pipeline, batch_id):
+        if batch.airflow_run_id == first.airflow_run_id and batch.status is not BatchStatus.COMMITTED:
+            return batch
+    return None
+
+
 def audit_batches(
     config: PipelineConfig, batch_ids: Sequence[int], *, recount: bool = False
 ) -> list[dict[str, Any]]:

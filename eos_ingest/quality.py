@@ -83,11 +83,12 @@ def warm_up(config: PipelineConfig, batch: Batch | None = None) -> bool:
         build_suite(config)
         # Through the module: tests point gx_context.gx_root at their own folder.
         root = gx_context.gx_root()
-        with gx_context.gx_lock(root), quiet_gx():
+        with gx_context.gx_lock(root), quiet_gx():  # the config file only; nothing is stored
             context = gx_context.open_context(root)
-            first = next((r for r in batch.ranges if r.end > r.start), None) if batch else None
-            if first is None:
-                return True
+        first = next((r for r in batch.ranges if r.end > r.start), None) if batch else None
+        if first is None:
+            return True
+        with quiet_gx():
             import great_expectations as gx
             import pyarrow as pa
             from great_expectations.expectations.expectation_configuration import ExpectationConfiguration

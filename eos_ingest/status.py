@@ -39,6 +39,7 @@ from eos_ingest.control_store import Batch, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError
 from eos_ingest.kafka_offsets import fetch_partition_offsets
 from eos_ingest.planner import PartitionOffsets, TopicPartition
+from eos_ingest.redact import redact_text, redact_tree, secrets_of
 
 __all__ = [
     "PipelineFile",
@@ -136,25 +137,31 @@ def pipeline_status(
         except (EosIngestError, KafkaException, ValueError) as exc:
             # KafkaUnavailableError, TopicNotFoundError, a bad librdkafka setting, or offsets read
             # inconsistently (ValueError from PartitionOffsets): all are the broker side's story.
-            kafka_error = f"{type(exc).__name__}: {exc}"
+            # A librdkafka error may quote a setting: shown redacted, as every value here.
+            kafka_error = redact_text(f"{type(exc).__name__}: {exc}", secrets_of(config.kafka))
             log.warning("pipeline %s: status without Kafka offsets: %s", config.name, kafka_error)
     partitions = partition_status(committed, offsets or [], config.start_from)
     lags = [p["lag"] for p in partitions if p["lag"] is not None]
-    return {
-        "pipeline": config.name,
-        "topics": list(config.topics),
-        "schedule": config.schedule,
-        "start_from": config.start_from,
-        "max_records_per_partition": config.max_records_per_partition,
-        "bootstrap_servers": config.kafka.get("bootstrap.servers"),
-        "output_path": str(config.output_path),
-        "quarantine_path": str(config.quarantine_path),
-        "control_db": store.safe_url,
-        "kafka_error": kafka_error,
-        "total_lag": None if kafka_error else sum(max(lag, 0) for lag in lags),
-        "partitions": partitions,
-        "batches": [batch_status(b) for b in recent],
-    }
+    # What the page, its JSON and `eos-ingest status` show: batch errors and notes may quote a URL
+    # or a setting (eos_ingest.redact); bootstrap.servers may carry credentials in a URL form.
+    shown: dict[str, Any] = redact_tree(
+        {
+            "pipeline": config.name,
+            "topics": list(config.topics),
+            "schedule": config.schedule,
+            "start_from": config.start_from,
+            "max_records_per_partition": config.max_records_per_partition,
+            "bootstrap_servers": config.kafka.get("bootstrap.servers"),
+            "output_path": str(config.output_path),
+            "quarantine_path": str(config.quarantine_path),
+            "control_db": store.safe_url,
+            "kafka_error": kafka_error,
+            "total_lag": None if kafka_error else sum(max(lag, 0) for lag in lags),
+            "partitions": partitions,
+            "batches": [batch_status(b) for b in recent],
+        }
+    )
+    return shown
 
 
 def _fetch_offsets(config: PipelineConfig, timeout_s: float) -> list[PartitionOffsets]:

@@ -3,14 +3,18 @@
 #   up      install the server binaries if missing (Debian apt), initdb once, start, wait until
 #           it accepts connections, create database eos_test. Harmless when already up.
 #   down    stop it (pg_ctl stop -m fast); no process is left. Harmless when already down.
-#   url     print the SQLAlchemy URL of database eos_test.
+#   url     print the SQLAlchemy URL of database eos_test, with the superuser's password.
 #   status  exit 0 when running, 3 when not.
 #   home    print the folder of its data, socket and log.
 # Data, socket and log live in $EOS_STATE_DIR/postgres (default <repo>/.state/postgres). Run as
 # root, the server runs as the OS user postgres, which may not be able to reach the state folder
 # (a checkout under /root or a `mktemp -d` folder): then they live in
 # /var/tmp/eos-ingest-postgres-<hash of the state folder>, owned by postgres, mode 700.
-# It listens on 127.0.0.1:$EOS_PG_PORT (default 55432) only, with trust auth: for tests, never data.
+# It listens on 127.0.0.1:$EOS_PG_PORT (default 55432) only: for tests, never data. A TCP login needs
+# the superuser's password (scram-sha-256), generated at the first `up` into <home>/superuser.password
+# (mode 600) and carried by `url`: any local user can reach 127.0.0.1, not that file. The script's own
+# psql goes through the Unix socket (trust), in <home>/run, mode 700: only the server's OS user and
+# root reach it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 STATE="${EOS_STATE_DIR:-$ROOT/.state}"
@@ -40,8 +44,10 @@ DATA="$PGHOME/data"
 SOCKETS="$PGHOME/run"
 LOG="$PGHOME/postgres.log"
 PORT="${EOS_PG_PORT:-55432}"
+PASSWORD_FILE="$PGHOME/superuser.password"
 DB=eos_test
 SUPERUSER=postgres          # the database role, whatever OS user runs the server
+HBA_MARK="# eos-ingest test server (scripts/postgres.sh): socket trust, TCP scram-sha-256"
 
 die() { echo "postgres.sh: $*" >&2; exit 1; }
 
@@ -84,6 +90,7 @@ prepare_owner() {
   if [[ "$(id -u)" -eq 0 ]] && ! id -u "$OS_USER" >/dev/null 2>&1; then
     useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$OS_USER"
     PGHOME="$(pg_home)"; DATA="$PGHOME/data"; SOCKETS="$PGHOME/run"; LOG="$PGHOME/postgres.log"
+    PASSWORD_FILE="$PGHOME/superuser.password"
   fi
   if [[ "$PGHOME" == /var/tmp/* ]]; then
     # A fixed name in a world-writable folder: refuse one that someone else made (or a symlink).
@@ -95,6 +102,8 @@ prepare_owner() {
     chmod 700 "$PGHOME"
   fi
   mkdir -p "$PGHOME" "$SOCKETS"
+  # The socket logs in without a password: only the server's OS user (and root) may reach it.
+  chmod 700 "$PGHOME" "$SOCKETS"
   [[ "$(id -u)" -eq 0 ]] || return 0
   chown -R "$OS_USER:" "$PGHOME"
   as_owner test -w "$PGHOME" || die "user '$OS_USER' cannot write $PGHOME: set EOS_STATE_DIR to a folder it can reach"
@@ -102,7 +111,35 @@ prepare_owner() {
 
 running() { [[ -f "$DATA/PG_VERSION" ]] && as_owner "$BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; }
 
-psql_() { as_owner "$BIN/psql" -X -q -h 127.0.0.1 -p "$PORT" -U "$SUPERUSER" -v ON_ERROR_STOP=1 "$@"; }
+psql_() { as_owner "$BIN/psql" -X -q -h "$SOCKETS" -p "$PORT" -U "$SUPERUSER" -v ON_ERROR_STOP=1 "$@"; }
+
+# The superuser's password: made once, URL-safe, in a 600 file of the server's folder.
+ensure_password() {
+  if [[ ! -s "$PASSWORD_FILE" ]]; then
+    (umask 077; head -c 24 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$PASSWORD_FILE.tmp")
+    mv -f "$PASSWORD_FILE.tmp" "$PASSWORD_FILE"
+  fi
+  chmod 600 "$PASSWORD_FILE"
+  [[ "$(id -u)" -ne 0 ]] || chown "$OS_USER:" "$PASSWORD_FILE"
+}
+
+# Who may log in how; written at every `up`, so a server made by an older script (trust over TCP
+# too) is fixed as well. Returns 0 when the file changed (the server must reload it).
+write_hba() {
+  local wanted
+  wanted="$HBA_MARK
+local   all   all                  trust
+host    all   all   127.0.0.1/32   scram-sha-256"
+  [[ "$(cat "$DATA/pg_hba.conf" 2>/dev/null)" != "$wanted" ]] || return 1
+  printf '%s\n' "$wanted" >"$DATA/pg_hba.conf"
+  [[ "$(id -u)" -ne 0 ]] || chown "$OS_USER:" "$DATA/pg_hba.conf"
+}
+
+# The role's password from the file, through the socket and stdin (never a command line).
+set_password() {
+  printf "SET password_encryption = 'scram-sha-256';\nALTER ROLE %s PASSWORD '%s';\n" \
+    "$SUPERUSER" "$(cat "$PASSWORD_FILE")" | psql_ -d postgres >/dev/null
+}
 
 up() {
   if ! BIN="$(find_bindir)"; then
@@ -113,9 +150,12 @@ up() {
   # One `up` at a time (parallel test workers): the others wait, then find it running.
   exec 9>"$PGHOME/.lock"
   flock -w 120 9 || die "timed out waiting for another 'postgres.sh up' (lock $PGHOME/.lock)"
+  ensure_password
   if [[ ! -f "$DATA/PG_VERSION" ]]; then
     rm -rf "$DATA"
-    (cd "$PGHOME" && as_owner "$BIN/initdb" -D "$DATA" -U "$SUPERUSER" --auth=trust -E UTF8 --no-locale --no-sync) >"$PGHOME/initdb.log" 2>&1 || { cat "$PGHOME/initdb.log" >&2; die "initdb failed"; }
+    (cd "$PGHOME" && as_owner "$BIN/initdb" -D "$DATA" -U "$SUPERUSER" --auth-local=trust \
+      --auth-host=scram-sha-256 --pwfile="$PASSWORD_FILE" -E UTF8 --no-locale --no-sync) \
+      >"$PGHOME/initdb.log" 2>&1 || { cat "$PGHOME/initdb.log" >&2; die "initdb failed"; }
     # Throwaway test server: durability off makes it fast; loopback only; socket in the state folder.
     cat >>"$DATA/postgresql.conf" <<EOF
 
@@ -128,17 +168,21 @@ full_page_writes = off
 max_connections = 200
 EOF
   fi
+  local reload=0
+  write_hba && reload=1
   if running; then
     echo "postgres.sh: already running ($DATA)" >&2
+    [[ "$reload" -eq 0 ]] || as_owner "$BIN/pg_ctl" -D "$DATA" reload >/dev/null
   else
     # 9>&-: the server must not inherit the lock, or it would hold it for its whole life.
     (cd "$PGHOME" && as_owner "$BIN/pg_ctl" -D "$DATA" -l "$LOG" -o "-p $PORT" -w -t 30 start 9>&-) >/dev/null \
       || { tail -n 30 "$LOG" >&2 || true; die "the server did not start within 30 s (log: $LOG)"; }
   fi
+  set_password
   if [[ -z "$(psql_ -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$DB'")" ]]; then
     psql_ -d postgres -c "CREATE DATABASE $DB" >/dev/null
   fi
-  echo "postgres.sh: up at $(url)" >&2
+  echo "postgres.sh: up at postgresql+psycopg://$SUPERUSER:***@127.0.0.1:$PORT/$DB (password in $PASSWORD_FILE)" >&2
 }
 
 down() {
@@ -151,7 +195,10 @@ down() {
   fi
 }
 
-url() { echo "postgresql+psycopg://$SUPERUSER@127.0.0.1:$PORT/$DB"; }
+url() {
+  [[ -s "$PASSWORD_FILE" ]] || die "no password yet ($PASSWORD_FILE): run '$0 up' first"
+  echo "postgresql+psycopg://$SUPERUSER:$(cat "$PASSWORD_FILE")@127.0.0.1:$PORT/$DB"
+}
 
 case "${1:-}" in
   up) up ;;

@@ -54,3 +54,51 @@ def test_up_works_from_a_state_folder_postgres_cannot_reach_and_down_leaves_noth
         shutil.rmtree(private, ignore_errors=True)
     assert down.returncode == 0, down.stderr
     assert status.returncode == 3
+
+
+def test_a_tcp_login_needs_the_generated_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any local user reaches 127.0.0.1: the superuser must not log in there without the password,
+    which only the state folder's 600 file and `url` hold."""
+    from sqlalchemy.engine import URL, make_url
+    from sqlalchemy.exc import OperationalError
+
+    # libpq would otherwise try a password from the environment or ~/.pgpass.
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    folder = Path(tempfile.mkdtemp(prefix="eos-pg-auth-"))
+    monkeypatch.setenv("PGPASSFILE", str(folder / "no-pgpass"))
+    env = {**os.environ, "EOS_STATE_DIR": str(folder / "state"), "EOS_PG_PORT": str(free_port())}
+    home: Path | None = None
+    try:
+        up = script("up", env)
+        assert up.returncode == 0, up.stderr
+        home = Path(script("home", env).stdout.strip())
+        url = make_url(script("url", env).stdout.strip())
+        password_file = home / "superuser.password"
+        assert url.password and len(url.password) >= 24 and password_file.read_text() == url.password
+        assert password_file.stat().st_mode & 0o777 == 0o600
+        assert url.password not in up.stdout + up.stderr  # `up` says where it is, not what
+        # (URL.set(password=None) would keep the password: None there means "unchanged".)
+        without = URL.create(url.drivername, url.username, None, url.host, url.port, url.database)
+        for refused in (without, url.set(password="wrong")):
+            engine = create_engine(refused, connect_args={"connect_timeout": 10})
+            try:
+                with pytest.raises(OperationalError, match="password"):
+                    engine.connect().close()
+            finally:
+                engine.dispose()
+        engine = create_engine(url)
+        try:
+            with engine.connect() as conn:
+                assert conn.execute(text("SELECT current_user")).scalar_one() == "postgres"
+        finally:
+            engine.dispose()
+        again = script("up", env)  # a second `up` keeps the password
+        assert again.returncode == 0 and script("url", env).stdout.strip() == url.render_as_string(
+            hide_password=False
+        )
+    finally:
+        down = script("down", env)
+        if home is not None:
+            shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
+    assert down.returncode == 0, down.stderr

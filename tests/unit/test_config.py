@@ -36,6 +36,7 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("EOS_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.delenv("EOS_PIPELINES_DIR", raising=False)
     monkeypatch.delenv("EOS_KAFKA_BOOTSTRAP", raising=False)
+    monkeypatch.delenv("EOS_CONTROL_DB_URL", raising=False)
     return tmp_path / "state"
 
 
@@ -94,6 +95,28 @@ def test_defaults_of_a_minimal_file(tmp_path: Path, state_dir: Path) -> None:
     assert (cfg.start_from, cfg.max_records_per_partition, cfg.schedule) == ("earliest", 100_000, "@hourly")
     assert cfg.control_db_url == f"sqlite:///{state_dir.resolve() / 'control.db'}"
     assert cfg.kafka_settings == {"bootstrap.servers": "127.0.0.1:9092"}
+
+
+def test_eos_control_db_url_is_the_default_a_file_overrides(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docker-compose.yaml sets EOS_CONTROL_DB_URL to its PostgreSQL: pipelines without a
+    control_db_url use it; a file that names its own DB keeps it."""
+    url = "postgresql+psycopg://eos:pw@postgres:5432/eos_control"
+    monkeypatch.setenv("EOS_CONTROL_DB_URL", url)
+    assert load_pipeline(write(tmp_path, BASE)).control_db_url == url
+    own = with_(control_db_url="postgresql+psycopg://other@db/own")
+    assert load_pipeline(write(tmp_path, own)).control_db_url == "postgresql+psycopg://other@db/own"
+    assert (
+        load_pipeline_by_name("demo", paths.REPO_ROOT / "pipelines").control_db_url == url
+    )  # compose demo's DB
+
+    monkeypatch.setenv("EOS_CONTROL_DB_URL", "mysql://eos:pw@db/eos")
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(write(tmp_path, BASE))
+    message = str(raised.value)
+    assert "control_db_url = 'mysql://eos:***@db/eos' is not valid" in message
+    assert "$EOS_CONTROL_DB_URL" in message and "pw@" not in message
 
 
 def test_other_valid_forms(tmp_path: Path, state_dir: Path) -> None:

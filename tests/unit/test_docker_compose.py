@@ -516,3 +516,78 @@ def test_postgres_init_creates_both_databases() -> None:
         make_url(urls["EOS_CONTROL_DB_URL"]).database
         != make_url(urls["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).database
     ), f"{COMPOSE}: the control tables and Airflow's metadata should be two databases"
+
+
+SECRETS_SCRIPT = "docker/airflow-secrets.sh"
+FIXED_SECRETS = (
+    "AIRFLOW__API_AUTH__JWT_SECRET",
+    "AIRFLOW__WEBSERVER__SECRET_KEY",
+    "AIRFLOW__API__SECRET_KEY",
+)
+
+
+def test_no_fixed_admin_password_or_jwt_secret() -> None:
+    """With no .env file, `docker compose up` must not start with a password or signing key that
+    anyone reading this repository knows: they are generated at the first start or given."""
+    raw = read(COMPOSE)
+    for name, svc in airflow_services().items():
+        aenv = env(svc)
+        for key in FIXED_SECRETS:
+            assert not aenv.get(key), f"{COMPOSE}: {name} sets {key} to a fixed value"
+        assert (
+            aenv.get("AIRFLOW__API_AUTH__JWT_SECRET_CMD", "") == f"cat {STATE_DIR}/airflow/secrets/jwt_secret"
+        ), f"{COMPOSE}: {name} should read the JWT key generated into the state volume"
+        assert not aenv.get("EOS_AIRFLOW_ADMIN_PASSWORD"), f"{COMPOSE}: {name} has a default admin password"
+    assert "admin:admin" not in raw.replace("SIMPLE_AUTH_MANAGER_USERS: admin:admin", "")  # user:role only
+    assert not re.search(r"password\s+admin\b", raw, re.IGNORECASE), (
+        f"{COMPOSE} still documents password admin"
+    )
+
+
+def test_airflow_init_generates_the_secrets_with_the_mounted_script() -> None:
+    init = service("airflow-init")
+    mounts = {target: (source, ro) for source, target, ro in volumes(init)}
+    target = "/opt/eos/airflow-secrets.sh"
+    assert mounts.get(target) == (f"./{SECRETS_SCRIPT}", True), (
+        f"{COMPOSE}: airflow-init should mount {SECRETS_SCRIPT}"
+    )
+    command = "\n".join(init["command"]) if isinstance(init["command"], list) else init["command"]
+    script_at = command.index(f"sh {target}")
+    assert script_at < command.index("airflow db migrate")
+    passwords = env(init)["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"]
+    assert passwords == f"{STATE_DIR}/airflow/secrets/simple_auth_manager_passwords.json"
+
+
+def run_secrets_script(folder: Path, **environ: str) -> str:
+    import os
+    import subprocess
+
+    base = {
+        k: v for k, v in os.environ.items() if k not in ("AIRFLOW_JWT_SECRET", "EOS_AIRFLOW_ADMIN_PASSWORD")
+    }
+    done = subprocess.run(
+        ["sh", str(REPO / SECRETS_SCRIPT), str(folder / "secrets"), str(folder / "secrets" / "passwords.json")],
+        env={**base, **environ}, capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    return done.stdout + done.stderr
+
+
+def test_the_secrets_script_generates_once_keeps_them_and_takes_given_ones(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    said = run_secrets_script(first)
+    jwt, passwords = first / "secrets" / "jwt_secret", first / "secrets" / "passwords.json"
+    key, admin = jwt.read_text(), json.loads(passwords.read_text())["admin"]
+    assert len(key) >= 48 and len(admin) >= 16 and "\n" not in key
+    assert jwt.stat().st_mode & 0o777 == 0o600 and passwords.stat().st_mode & 0o777 == 0o600
+    assert key not in said and admin not in said and "passwords.json" in said  # says where, not what
+
+    run_secrets_script(first)  # a restart keeps them: running sessions and the password stay valid
+    assert jwt.read_text() == key and json.loads(passwords.read_text())["admin"] == admin
+
+    run_secrets_script(second)  # another installation: other secrets
+    assert (second / "secrets" / "jwt_secret").read_text() != key
+
+    given = 'pa"ss\\word'
+    run_secrets_script(first, AIRFLOW_JWT_SECRET="given-jwt-key", EOS_AIRFLOW_ADMIN_PASSWORD=given)
+    assert jwt.read_text() == "given-jwt-key"
+    assert json.loads(passwords.read_text()) == {"admin": given}

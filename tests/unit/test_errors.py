@@ -12,6 +12,7 @@ EXIT_CODES = [
     (errors.ControlStoreUnavailableError, EXIT_RETRIABLE),
     (errors.WriteConflictError, EXIT_RETRIABLE),
     (errors.PartialWriteError, EXIT_RETRIABLE),
+    (errors.GxLockTimeoutError, EXIT_RETRIABLE),
     (errors.FencedError, EXIT_FENCED),
     (errors.QualityGateError, EXIT_FAILED),
     (errors.WriteError, EXIT_FAILED),
