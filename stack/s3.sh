@@ -23,8 +23,14 @@ running() { [[ -f "$PID_FILE" ]] && kill -0 "$(cat "$PID_FILE")" 2>/dev/null; }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# Any HTTP answer (an anonymous request gets 403) means it serves requests.
-answers() { curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$ENDPOINT/" 2>/dev/null | grep -q '^[1-5]'; }
+# Any HTTP answer (an anonymous request gets 403) means it serves requests; without curl, an open port.
+answers() {
+  if command -v curl >/dev/null; then
+    curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$ENDPOINT/" 2>/dev/null | grep -q '^[1-5]'
+  else
+    port_open "$PORT"
+  fi
+}
 
 up() {
   if running; then
