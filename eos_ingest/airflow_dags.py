@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundExceptio
 
 from eos_ingest.config import PipelineConfig, default_pipelines_dir, load_pipeline
 from eos_ingest.errors import ConfigError, EosIngestError
+from eos_ingest.object_storage import table_uri
 from eos_ingest.redact import redact_text
 from eos_ingest.spark_session import DELTA_CONF
 from eos_ingest.submit import JOB_SCRIPT
@@ -111,7 +113,8 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> None:
         from airflow.sdk.log import mask_secret
 
-        from eos_ingest import airflow_conn
+        from eos_ingest import airflow_conn, aws_conn
+        from eos_ingest.object_storage import uses_object_store
         from eos_ingest.operations import open_store
         from eos_ingest.spark_session import local_jars
         from eos_ingest.submit import job_conf, shipped, spark_submit_env
@@ -143,10 +146,23 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
                 )
             env[airflow_conn.KAFKA_SETTINGS_ENV] = airflow_conn.encode_settings(conn_settings)
             mask_secret(env[airflow_conn.KAFKA_SETTINGS_ENV])
-        self.jars = self.jars or ",".join(local_jars())
+        with _library_errors():
+            aws_vars = aws_conn.connection_from_airflow(config.aws_conn_id)
+        if aws_vars and config.aws_conn_id:
+            if master.startswith(("yarn", "k8s")) and aws_conn.SECRET_VARIABLES[0] in aws_vars:
+                raise AirflowFailException(
+                    f"aws connection {config.aws_conn_id!r} holds a secret key, and on master {master} "
+                    "it would reach spark-submit's command line; give the cluster its own S3 access "
+                    "(instance roles, a Kubernetes secret as the driver's AWS_* variables) instead"
+                )
+            # The job takes its S3 access from these variables (object_storage.S3Access.from_env).
+            with _library_errors():
+                env.update(aws_conn.joined(aws_vars, os.environ, config.aws_conn_id))
+        s3a = uses_object_store(config)
+        self.jars = ",".join(local_jars(object_storage=True)) if s3a else self.jars or ",".join(local_jars())
         files = shipped(Path(self.pipeline_file))
         self.py_files, self.files = files["py_files"], files["files"]
-        self.conf = {**job_conf(master), **(self.conf or {})}
+        self.conf = {**job_conf(master, object_storage=s3a), **(self.conf or {})}
         rendered_env, self.env_vars = self.env_vars, env
         self.log.info("batch %s (%s): %s", batch_id, batch.kind.value, [f"{r}" for r in batch.ranges])
         try:
@@ -193,12 +209,15 @@ def _validate(pipeline_file: str, batch_id: int) -> dict[str, Any]:
     Runs also when spark_ingest failed (VALIDATE_RULE): a catch-up whose later batch failed has
     committed batches that must still be audited; with nothing committed there is nothing to audit.
     """
+    from eos_ingest import aws_conn
     from eos_ingest.airflow_conn import config_from_airflow
     from eos_ingest.operations import audit_batches
 
     with _library_errors():
         # The audit counts the committed records with a Kafka consumer: the connection's settings.
         config, _ = config_from_airflow(load_pipeline(pipeline_file))
+        # s3a tables: delta-rs reads them with the AWS_* variables of this task's process.
+        aws_conn.apply(config.aws_conn_id, aws_conn.connection_from_airflow(config.aws_conn_id))
         committed = [b for b in _run_batches(config, int(batch_id)) if b.status.value == "committed"]
         if not committed:
             raise AirflowSkipException(f"batch {batch_id} did not commit: nothing to audit")
@@ -263,7 +282,7 @@ def _doc(config: PipelineConfig, what: str) -> str:
 def _tail(config: PipelineConfig, batch_task: str, batch_id: Any, until_caught_up: str | None = None) -> None:
     """spark_ingest -> validate -> publish for the batch id returned by `batch_task`."""
     pipeline_file = str(config.source)
-    table = Asset(uri=config.output_path.as_uri())
+    table = Asset(uri=table_uri(config.output_path))
     spark = BatchSparkSubmitOperator(
         task_id="spark_ingest",
         pipeline_file=pipeline_file,

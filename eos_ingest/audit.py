@@ -17,13 +17,13 @@ import json
 import logging
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eos_ingest.config import PipelineConfig
 from eos_ingest.control_store import Batch, BatchStatus, ControlStore
 from eos_ingest.errors import BatchStateError
 from eos_ingest.gx_context import validate
+from eos_ingest.object_storage import TableLocation, delta_rs_table
 from eos_ingest.quality import committed_record_count
 from eos_ingest.quality_report import build_report, record_report
 from eos_ingest.quality_suite import arrow_frame, validated_columns
@@ -53,25 +53,23 @@ def batch_filter(batch: Batch) -> pads.Expression:
     return wanted
 
 
-def committed_rows(path: Path, batch: Batch, columns: Sequence[str] | None = None) -> Table | None:
+def committed_rows(path: TableLocation, batch: Batch, columns: Sequence[str] | None = None) -> Table | None:
     """The batch's rows of the Delta table at `path` (only `columns`; all if None), read with
     delta-rs; None if there is no table."""
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(str(path)):
+    delta = delta_rs_table(path)
+    if delta is None:
         return None
-    dataset = DeltaTable(str(path)).to_pyarrow_dataset()
+    dataset = delta.to_pyarrow_dataset()
     return dataset.to_table(
         columns=list(columns) if columns is not None else None, filter=batch_filter(batch)
     )
 
 
-def _committed_count(path: Path, batch: Batch) -> int:
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(str(path)):
+def _committed_count(path: TableLocation, batch: Batch) -> int:
+    delta = delta_rs_table(path)
+    if delta is None:
         return 0
-    return int(DeltaTable(str(path)).to_pyarrow_dataset().count_rows(filter=batch_filter(batch)))
+    return int(delta.to_pyarrow_dataset().count_rows(filter=batch_filter(batch)))
 
 
 def _committed_batch(config: PipelineConfig, batch_id: int) -> Batch:
@@ -100,13 +98,12 @@ def audit_batch(config: PipelineConfig, batch_id: int, *, recount: bool = False)
     """
     started = time.monotonic()
     batch = _committed_batch(config, batch_id)
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(str(config.output_path)):
+    delta = delta_rs_table(config.output_path)
+    if delta is None:
         raise BatchStateError(
             f"batch {batch_id} is committed but the output table {config.output_path} does not exist"
         )
-    schema_names = DeltaTable(str(config.output_path)).schema().to_arrow().names
+    schema_names = delta.schema().to_arrow().names
     table = committed_rows(config.output_path, batch, validated_columns(config, schema_names))
     assert table is not None  # checked above
     frame = arrow_frame(table, batch.ranges)

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from eos_ingest import aws_conn
 from eos_ingest.airflow_conn import (
     config_for_cli,
 )
@@ -43,6 +44,9 @@ LOG_LEVEL_ENV = "EOS_LOG_LEVEL"
 def load_config(args: argparse.Namespace) -> PipelineConfig:
     """The pipeline's config with its Kafka connection (``AIRFLOW_CONN_<ID>``) joined as in Airflow."""
     config = load_pipeline(args.config) if args.config else load_pipeline_by_name(args.pipeline)
+    # An aws connection's access joins this process's AWS_* variables, which the table readers
+    # and the spark-submit job (it inherits the environment) take it from.
+    aws_conn.apply(config.aws_conn_id, aws_conn.connection_from_env(config.aws_conn_id, os.environ))
     return config_for_cli(config)[0]
 
 
@@ -114,14 +118,18 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from eos_ingest.object_storage import configure_session, uses_object_store
     from eos_ingest.spark_session import build_session
     from eos_ingest.verify import verify
 
     config = load_config(args)
     store = open_store(config)
-    spark = build_session(f"eos-ingest verify {config.name}", master="local[2]")
+    spark = build_session(
+        f"eos-ingest verify {config.name}", master="local[2]", object_storage=uses_object_store(config)
+    )
     spark.sparkContext.setLogLevel("ERROR")
     try:
+        configure_session(spark, config)
         report = verify(
             spark,
             config.kafka_settings,

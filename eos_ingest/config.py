@@ -7,13 +7,15 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
     kafka:                         # librdkafka settings, passed through as strings; default:
       bootstrap.servers: ${EOS_KAFKA_BOOTSTRAP:-127.0.0.1:9092}
     kafka_conn_id: kafka_default   # Airflow connection whose settings join `kafka:`; null = none
+    aws_conn_id: null              # Airflow `aws` connection for s3a tables; default: the AWS_* variables
     start_from: earliest           # earliest | latest: where a partition never seen before starts
     max_records_per_partition: 100000   # offsets per partition per batch, >= 1
     value:
       format: json                 # json (default) | raw
       schema: "id BIGINT, ts TIMESTAMP"   # Spark DDL: required for json, forbidden for raw
     output:
-      path: tables/demo            # default tables/<name>; relative paths are under the state folder
+      path: tables/demo            # default tables/<name>; relative paths are under the state folder;
+                                   # or s3a://bucket/prefix (docs/object-storage.md; PostgreSQL control DB)
       quarantine_path: tables/demo_quarantine   # default <path>_quarantine
       partition_by: [event_date]   # default; or kafka_topic, kafka_partition, schema columns; [] = none
     control_db_url: sqlite:///${EOS_STATE_DIR}/control.db   # postgresql+psycopg://... too; see below
@@ -26,8 +28,8 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
 ``$EOS_CONTROL_DB_URL`` when set (a deployment's one DB for every pipeline), else the SQLite file
 ``<state folder>/control.db``; a ``control_db_url`` in the file always wins. The rules are the
 pydantic model in ``config_model``; every problem of a file comes in one ``ConfigError``, a line
-each naming the file, the dotted key, the value (secrets masked, see ``redact``) and the fix. Only
-local (or mounted) output paths are supported for now.
+each naming the file, the dotted key, the value (secrets masked, see ``redact``) and the fix. Output
+tables are local (or mounted) folders or s3a:// URIs (object_storage.py).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from eos_ingest.config_ddl import RESERVED_COLUMNS, hint, parse_ddl
 from eos_ingest.config_model import NAME, SCHEDULE_PRESETS, START_FROM, VALUE_FORMATS, PipelineFile
 from eos_ingest.errors import ConfigError
 from eos_ingest.network_fs import state_places, warn_once
+from eos_ingest.object_storage import TableLocation
 from eos_ingest.redact import is_secret_key, redact_text, redact_url, redact_value, secrets_of
 
 __all__ = [
@@ -82,10 +85,10 @@ class ValueConfig:
 
 @dataclass(frozen=True)
 class OutputConfig:
-    """Where batches land: absolute Delta table paths and the table's partition columns."""
+    """Where batches land: absolute Delta table paths (or s3a:// URIs) and the partition columns."""
 
-    path: Path
-    quarantine_path: Path
+    path: TableLocation
+    quarantine_path: TableLocation
     partition_by: tuple[str, ...]
 
 
@@ -108,15 +111,17 @@ class PipelineConfig:
     # True when the file has no `kafka:` section: its settings are then only the built-in default,
     # which an Airflow connection replaces (see airflow_conn.resolve_kafka_settings).
     kafka_is_default: bool = field(default=False, compare=False)
+    # Airflow connection of type aws whose access joins the AWS_* variables (aws_conn.py); None = none.
+    aws_conn_id: str | None = field(default=None)
 
     @property
-    def output_path(self) -> Path:
-        """Absolute path of the output Delta table."""
+    def output_path(self) -> TableLocation:
+        """Absolute path (or s3a:// URI) of the output Delta table."""
         return self.output.path
 
     @property
-    def quarantine_path(self) -> Path:
-        """Absolute path of the quarantine Delta table."""
+    def quarantine_path(self) -> TableLocation:
+        """Absolute path (or s3a:// URI) of the quarantine Delta table."""
         return self.output.quarantine_path
 
     @property
@@ -154,7 +159,8 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
     A state folder, table or SQLite control DB on a network file system is logged as a warning
     (once per process; the CLI's stderr shows it): their commits need local semantics."""
     config = _Loader(Path(path)).load()
-    places = state_places((config.output_path, config.quarantine_path), config.control_db_url)
+    local = [p for p in (config.output_path, config.quarantine_path) if isinstance(p, Path)]  # s3a: no mount
+    places = state_places(local, config.control_db_url)
     warn_once(places)
     return config
 
@@ -272,6 +278,7 @@ class _Loader:
             kafka=dict(kafka),
             kafka_is_default=kafka_is_default,
             kafka_conn_id=model.kafka_conn_id,
+            aws_conn_id=model.aws_conn_id,
             start_from=model.start_from,
             max_records_per_partition=model.max_records_per_partition,
             value=ValueConfig(format=value.format, schema=value.schema_, columns=value.columns),

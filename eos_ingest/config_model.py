@@ -28,6 +28,7 @@ from pydantic_core import PydanticCustomError
 
 from eos_ingest import gx_types, paths
 from eos_ingest.config_ddl import base_type, hint, parse_ddl
+from eos_ingest.object_storage import TableLocation, is_object_store
 
 START_FROM = ("earliest", "latest")
 CONTROL_DB_ENV = "EOS_CONTROL_DB_URL"  # the control DB of pipelines whose file names none
@@ -40,6 +41,7 @@ _DAG_PREFIX = "eos_backfill__"  # the longer of the two DAG id prefixes (eos_ing
 _MAX_NAME = 250 - len(_DAG_PREFIX)  # Airflow refuses a DAG id longer than 250 characters
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 NAME = re.compile(r"[a-z0-9_]+")
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _CRON_FIX = (
     "use a 5-field cron 'minute hour day-of-month month day-of-week' in UTC, e.g. '30 2 * * *' "
     f"(02:30 every day) or '*/15 * * * *', one of {', '.join(SCHEDULE_PRESETS)}, or null for manual runs"
@@ -128,10 +130,32 @@ def _max_records(value: Any) -> int:
 def _local_path(value: Any) -> Path:
     if not (isinstance(value, str) and value.strip()):
         raise problem("give a non-empty path")
-    if "://" in value:
-        raise problem("only local or mounted paths are supported for now")
     path = Path(value).expanduser()
     return (path if path.is_absolute() else paths.state_dir() / path).resolve()
+
+
+_S3A_FIX = "use s3a://<bucket>/<prefix>, e.g. s3a://lake/tables/orders, or a local path"
+
+
+def _table_location(value: Any) -> TableLocation:
+    """A local folder (resolved), or s3a://bucket/prefix kept as a URI (no trailing slash)."""
+    if not (isinstance(value, str) and "://" in value):
+        return _local_path(value)
+    scheme, rest = value.split("://", 1)
+    if scheme != "s3a":
+        # abfss:// and gs:// have no coordinator here, and s3:// / s3n:// are other Hadoop clients.
+        fix = "write s3a://" if scheme in ("s3", "s3n") else "only s3a:// object storage is supported"
+        raise problem(f"{fix} (docs/object-storage.md); {_S3A_FIX}")
+    bucket, _, prefix = rest.partition("/")
+    if "@" in bucket:  # never echo it: it holds credentials
+        raise problem(
+            "no credentials in the URI: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+            "(or name an Airflow aws connection); " + _S3A_FIX,
+            value="s3a://***@…",
+        )
+    if not _BUCKET.fullmatch(bucket) or not prefix.strip("/"):
+        raise problem(f"a bucket (3-63 of [a-z0-9.-]) and a prefix are needed; {_S3A_FIX}")
+    return f"s3a://{bucket}/{prefix.strip('/')}"
 
 
 def _db_url(url: Any) -> str:
@@ -233,7 +257,8 @@ def _partition_list(value: Any) -> Any:
     return value
 
 
-_Path = Annotated[Path | None, BeforeValidator(_local_path)]  # None: not given, PipelineFile fills it
+# None: not given, PipelineFile fills it
+_Path = Annotated[Path | str | None, BeforeValidator(_table_location)]
 
 
 class OutputSection(_Section):
@@ -255,6 +280,7 @@ class PipelineFile(_Section):
     ] = Field(default=None, validate_default=True)
     kafka: Annotated[dict[str, str] | None, BeforeValidator(_kafka)] = None
     kafka_conn_id: Annotated[str | None, BeforeValidator(_conn_id)] = "kafka_default"
+    aws_conn_id: Annotated[str | None, BeforeValidator(_conn_id)] = None
     start_from: Annotated[str, _choice(START_FROM)] = "earliest"
     max_records_per_partition: Annotated[int, BeforeValidator(_max_records)] = 100_000
     value: ValueSection = Field(default_factory=dict, validate_default=True)
@@ -265,12 +291,27 @@ class PipelineFile(_Section):
         list[Annotated[dict[str, Any], BeforeValidator(_expectation)]], BeforeValidator(_expectation_list)
     ] = []
 
+    @field_validator("control_db_url")
+    @classmethod
+    def _coordinator(cls, url: str, info: ValidationInfo) -> str:
+        output = info.data.get("output")
+        tables = (output.path, output.quarantine_path) if output is not None else ()
+        if url.startswith("sqlite") and any(is_object_store(t) for t in tables if t is not None):
+            raise problem(
+                "s3a tables commit through the control DB, which every writer must share (a "
+                "cluster cannot share one SQLite file); use postgresql+psycopg://user@host/db",
+                value=url,  # a SQLite URL holds no password
+            )
+        return url
+
     @field_validator("output")
     @classmethod
     def _output(cls, output: OutputSection, info: ValidationInfo) -> OutputSection:
         name = info.data.get("name") or (info.context or {}).get("stem", "")
         path = output.path or _local_path(f"tables/{name}")
-        quarantine = output.quarantine_path or Path(f"{path}_quarantine")
+        quarantine = output.quarantine_path or (
+            f"{path}_quarantine" if isinstance(path, str) else Path(f"{path}_quarantine")
+        )
         if quarantine == path:
             raise problem("it must differ from output.path", at=".quarantine_path", value=str(quarantine))
         value = info.data.get("value")

@@ -17,6 +17,7 @@ from eos_ingest.batch_sequence import BatchResult, run_fenced
 from eos_ingest.config import load_pipeline
 from eos_ingest.control_store import BatchStatus, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError, FencedError, exit_code
+from eos_ingest.object_storage import configure_session
 from eos_ingest.operations import catch_up_target, caught_up, plan_batch
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,8 @@ def run_job(
         first = store.get_pipeline_batch(config.name, batch_id)  # never write another pipeline's ranges
         if spark is None:
             spark = SparkSession.builder.appName(f"eos-ingest {config.name} batch {batch_id}").getOrCreate()
+        # s3a tables: access and the commit coordinator's JDBC settings, before any table is touched.
+        configure_session(spark, config)
         target = catch_up_target(config) if until_caught_up else {}
         # A catch-up retried after its first batch committed goes on with the next ones.
         resumed = until_caught_up and first.status is not BatchStatus.PLANNED

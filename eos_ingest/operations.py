@@ -18,6 +18,7 @@ from eos_ingest.backfill import BackfillRequest, create_backfill, parse_request
 from eos_ingest.config import PipelineConfig
 from eos_ingest.control_store import Batch, BatchKind, BatchStatus, ControlStore
 from eos_ingest.kafka_offsets import fetch_partition_offsets, fetch_snapshot
+from eos_ingest.object_storage import uses_object_store
 from eos_ingest.planner import TopicPartition, plan_ranges
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
 
@@ -104,7 +105,13 @@ def submit_batch(
     With until_caught_up the job goes on with the next batches: the list then holds every
     scheduled batch of the run from this one on. The job's output goes to stderr, so a caller's
     stdout carries only what it prints itself."""
-    argv = spark_submit_argv(config.source, batch_id, master=master, until_caught_up=until_caught_up)
+    argv = spark_submit_argv(
+        config.source,
+        batch_id,
+        master=master,
+        until_caught_up=until_caught_up,
+        object_storage=uses_object_store(config),
+    )
     env = spark_submit_env()
     conn_settings = connection_settings_from_env(config.kafka_conn_id, os.environ)
     if conn_settings:

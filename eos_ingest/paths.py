@@ -59,3 +59,8 @@ def state_dir() -> Path:
 def spark_jars_dir() -> Path:
     """Local Kafka-source and Delta jars fetched by `make setup` (scripts/fetch-jars.sh)."""
     return state_dir() / "jars" / "spark"
+
+
+def s3a_jars_dir() -> Path:
+    """hadoop-aws, the AWS SDK and the Delta commit coordinator, for s3a:// tables (fetch-jars.sh)."""
+    return state_dir() / "jars" / "s3a"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eos_ingest import paths
+from eos_ingest.object_storage import LOG_STORE_CONF
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,32 +32,50 @@ LOCAL_CONF: dict[str, str] = {
 }
 
 
-def local_jars(jars_dir: Path | None = None) -> list[str]:
-    """The connector jars to put on Spark's classpath; fails clearly when setup has not run."""
+def local_jars(jars_dir: Path | None = None, *, object_storage: bool = False) -> list[str]:
+    """The connector jars to put on Spark's classpath; fails clearly when setup has not run.
+
+    object_storage adds hadoop-aws, the AWS SDK and the Delta commit coordinator (s3a tables):
+    only then, since the SDK alone is a jar of ~640 MB that every executor would fetch."""
     folder = jars_dir or paths.spark_jars_dir()
     jars = sorted(str(p) for p in folder.glob("*.jar"))
     if not any("spark-sql-kafka" in j for j in jars) or not any("delta-spark" in j for j in jars):
         raise FileNotFoundError(
             f"Spark connector jars (spark-sql-kafka, delta-spark) are missing from {folder}: run 'make setup'"
         )
+    if object_storage:
+        s3a = sorted(str(p) for p in paths.s3a_jars_dir().glob("*.jar"))
+        if not any("hadoop-aws" in j for j in s3a) or not any("delta-jdbc-logstore" in j for j in s3a):
+            raise FileNotFoundError(
+                f"the s3a jars (hadoop-aws, eos-delta-jdbc-logstore) are missing from "
+                f"{paths.s3a_jars_dir()}: run 'make setup'"
+            )
+        jars += s3a
     return jars
 
 
-def session_conf(master: str | None = None) -> dict[str, str]:
-    """Every Spark setting a job needs; local settings are added for local masters."""
-    conf = {"spark.jars": ",".join(local_jars()), **DELTA_CONF}
+def session_conf(master: str | None = None, *, object_storage: bool = False) -> dict[str, str]:
+    """Every Spark setting a job needs; local settings are added for local masters, and the s3a
+    jars and Delta's commit coordinator for a pipeline with s3a tables (object_storage.py)."""
+    conf = {"spark.jars": ",".join(local_jars(object_storage=object_storage)), **DELTA_CONF}
+    if object_storage:
+        conf.update(LOG_STORE_CONF)
     if master is None or master.startswith("local"):
         conf.update(LOCAL_CONF)
     return conf
 
 
 def build_session(
-    app_name: str, master: str = "local[*]", extra: dict[str, str] | None = None
+    app_name: str,
+    master: str = "local[*]",
+    extra: dict[str, str] | None = None,
+    *,
+    object_storage: bool = False,
 ) -> SparkSession:
     """A SparkSession with Kafka and Delta on the classpath (used outside spark-submit)."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name).master(master)
-    for key, value in {**session_conf(master), **(extra or {})}.items():
+    for key, value in {**session_conf(master, object_storage=object_storage), **(extra or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

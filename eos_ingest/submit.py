@@ -12,6 +12,7 @@ from pathlib import Path
 
 import eos_ingest
 from eos_ingest import paths
+from eos_ingest.object_storage import LOG_STORE_CONF
 from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF, local_jars
 
 JOB_SCRIPT = paths.JOB_SCRIPT  # package data: an installed wheel carries it
@@ -50,10 +51,14 @@ def spark_submit_env(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def job_conf(master: str) -> dict[str, str]:
-    """--conf settings of the job; local masters get the local niceties too."""
+def job_conf(master: str, *, object_storage: bool = False) -> dict[str, str]:
+    """--conf settings of the job; local masters get the local niceties too, and a pipeline with
+    s3a tables Delta's commit coordinator (its JDBC settings and the S3 access are set by the job
+    itself, object_storage.configure_session: no secret on the command line)."""
     # WARN: Spark's INFO lines (over 1,000 per batch) would bury the job's own phase lines.
     conf = {**DELTA_CONF, "spark.log.level": "WARN"}
+    if object_storage:
+        conf.update(LOG_STORE_CONF)
     if master.startswith("local"):
         conf.update(LOCAL_CONF)
     return conf
@@ -129,6 +134,7 @@ def spark_submit_argv(
     driver_memory: str = "2g",
     *,
     until_caught_up: bool = False,
+    object_storage: bool = False,
 ) -> list[str]:
     """The full spark-submit command that runs one batch (and, with until_caught_up, the next ones)."""
     argv = [
@@ -140,9 +146,9 @@ def spark_submit_argv(
         "--driver-memory",
         driver_memory,
         "--jars",
-        ",".join(local_jars()),
+        ",".join(local_jars(object_storage=object_storage)),
         *ship_args(config_path),
     ]
-    for key, value in job_conf(master).items():
+    for key, value in job_conf(master, object_storage=object_storage).items():
         argv += ["--conf", f"{key}={value}"]
     return [*argv, str(JOB_SCRIPT), *job_args(config_path, batch_id, until_caught_up)]

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from eos_ingest.errors import ConfigError, EosIngestError, PartialWriteError, WriteConflictError, WriteError
+from eos_ingest.object_storage import delta_rs_uri, storage_options
 from eos_ingest.planner import PlannedRange
 
 if TYPE_CHECKING:
@@ -242,7 +243,7 @@ def version_written_by(path: str, batch_id: int) -> tuple[int, int | None]:
     """
     from deltalake import DeltaTable
 
-    history = DeltaTable(path).history(HISTORY_DEPTH)
+    history = DeltaTable(delta_rs_uri(path), storage_options=storage_options(path)).history(HISTORY_DEPTH)
     commits = [(int(c["version"]), _MARKER.fullmatch(str(c.get("userMetadata") or ""))) for c in history]
     if not commits:
         raise WriteError(f"the Delta table at {path} has no history")

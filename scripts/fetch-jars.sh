@@ -2,12 +2,17 @@
 # Copies the JVM artifacts the project needs from Maven Central into the state folder:
 #   $STATE/jars/kafka  the Apache Kafka broker with its log4j2 binding (started by stack.sh)
 #   $STATE/jars/spark  spark-sql-kafka and Delta, handed to Spark with --jars / spark.jars
-# A stamp holding the hash of the POMs makes a second run a no-op.
+#   $STATE/jars/s3a    hadoop-aws with the AWS SDK, and the Delta commit coordinator built from
+#                      jvm/delta-jdbc-logstore with the PostgreSQL JDBC driver: added to the
+#                      Spark jars only for a pipeline whose tables are s3a:// (spark_session.py)
+#   $STATE/jars/s3proxy  the S3 API server of the test stack (stack/s3.sh)
+# A stamp holding the hash of the POMs and the module's sources makes a second run a no-op.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 STATE="${EOS_STATE_DIR:-$ROOT/.state}"
 STAMP="$STATE/jars/.stamp"
-want="$(cat "$ROOT"/jvm/*/pom.xml "$ROOT/jvm/settings.xml" | sha256sum | cut -c1-16)"
+want="$(cat "$ROOT"/jvm/*/pom.xml "$ROOT/jvm/settings.xml" $(find "$ROOT/jvm" -name '*.java' | sort) \
+  | sha256sum | cut -c1-16)"
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]]; then
   exit 0
 fi
@@ -17,20 +22,27 @@ mvn_home="$(mvn -v | sed -n 's/^Maven home: //p')"
 EOS_MAVEN_CENTRAL_URL="$(unzip -p "$mvn_home"/lib/maven-model-builder-*.jar org/apache/maven/model/pom-4.0.0.xml \
   | grep -o '<url>[^<]*' | head -1 | cut -c6-)"
 export EOS_MAVEN_CENTRAL_URL
-for part in kafka-broker:kafka spark-connectors:spark; do
+for part in kafka-broker:kafka spark-connectors:spark s3a:s3a s3proxy:s3proxy; do
   pom="${part%%:*}"; out="$STATE/jars/${part##*:}"
   rm -rf "$out"
   mvn -B -q -s "$ROOT/jvm/settings.xml" -Dmaven.repo.local="$STATE/m2" -f "$ROOT/jvm/$pom/pom.xml" \
     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$out"
 done
+# The commit coordinator: built (into the state folder, not the source tree), then its jar and its
+# runtime dependency (the PostgreSQL JDBC driver) go beside hadoop-aws.
+logstore="$ROOT/jvm/delta-jdbc-logstore/pom.xml"
+mvn -B -q -s "$ROOT/jvm/settings.xml" -Dmaven.repo.local="$STATE/m2" -f "$logstore" \
+  -Deos.build.dir="$STATE/build/delta-jdbc-logstore" package dependency:copy-dependencies \
+  -DincludeScope=runtime -DoutputDirectory="$STATE/jars/s3a"
+cp "$STATE/build/delta-jdbc-logstore/eos-delta-jdbc-logstore.jar" "$STATE/jars/s3a/"
 # Spark's own jars win: drop every connector dependency that pip's pyspark already ships (in any
 # version), so the classpath holds one Jackson, one Hadoop, one Scala library.
 pyspark_jars="$("$ROOT/.venv/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
-for jar in "$STATE"/jars/spark/*.jar; do
+for jar in "$STATE"/jars/spark/*.jar "$STATE"/jars/s3a/*.jar; do
   artifact="$(basename "$jar" .jar | sed -E 's/-[0-9][^-]*(-[A-Za-z0-9.]+)?$//')"
   if compgen -G "$pyspark_jars/$artifact-[0-9]*.jar" >/dev/null || [[ "$artifact" == shims ]]; then
     rm "$jar"
   fi
 done
 echo "$want" > "$STAMP"
-echo "fetch-jars: $(ls "$STATE/jars/kafka" | wc -l) broker jars, $(ls "$STATE/jars/spark" | wc -l) Spark connector jars in $STATE/jars"
+echo "fetch-jars: $(ls "$STATE/jars/kafka" | wc -l) broker jars, $(ls "$STATE/jars/spark" | wc -l) Spark connector jars, $(ls "$STATE/jars/s3a" | wc -l) s3a jars, s3proxy in $STATE/jars"

@@ -7,4 +7,5 @@ pytest_plugins = [
     "tests.fixtures.postgres",
     "tests.fixtures.pipelines",
     "tests.fixtures.browser",
+    "tests.fixtures.s3",
 ]

@@ -185,7 +185,12 @@ INVALID = [
     pytest.param(with_(output={"partition_by": ["event_date", "event_date"]}), "output.partition_by[1]", "'event_date'", "listed twice", id="partition-twice"),
     pytest.param(with_(output={"partition_by": "event_date"}), "output.partition_by", "'event_date'", "give a list", id="partition-not-list"),
     pytest.param(with_(output={"path": "t", "quarantine_path": "t"}), "output.quarantine_path", "/t'", "differ from output.path", id="same-paths"),
-    pytest.param(with_(output={"path": "s3://b/t"}), "output.path", "'s3://b/t'", "local or mounted", id="object-store-path"),
+    pytest.param(with_(output={"path": "s3://b/t"}), "output.path", "'s3://b/t'", "write s3a://", id="s3-scheme"),
+    pytest.param(with_(output={"quarantine_path": "gs://b/t"}), "output.quarantine_path", "'gs://b/t'", "only s3a://", id="gs-scheme"),
+    pytest.param(with_(output={"path": "s3a://lake"}), "output.path", "'s3a://lake'", "a bucket (3-63", id="s3a-no-prefix"),
+    pytest.param(with_(output={"path": "s3a://Lake_1/t"}), "output.path", "'s3a://Lake_1/t'", "a bucket (3-63", id="s3a-bad-bucket"),
+    pytest.param(with_(output={"path": "s3a://AKIA:hunter2@lake/t"}), "output.path", "'s3a://***@…'", "no credentials in the URI", id="s3a-credentials"),
+    pytest.param(with_(output={"path": "s3a://lake/t"}), "control_db_url", "sqlite:///", "cannot share one SQLite file", id="s3a-sqlite"),
     pytest.param(with_(control_db_url="mysql://h/db"), "control_db_url", "'mysql://h/db'", "postgresql+psycopg", id="db-url"),
     pytest.param(with_(schedule="every hour"), "schedule", "'every hour'", "5-field cron", id="schedule-words"),
     pytest.param(with_(schedule="@minutely"), "schedule", "'@minutely'", "@hourly", id="schedule-preset"),
@@ -236,6 +241,21 @@ def test_invalid_config_names_file_key_value_and_fix(
     assert shown in message
     assert "is not valid;" in message
     assert fix in message
+
+
+def test_s3a_tables_need_postgres_and_keep_their_uri(tmp_path: Path) -> None:
+    doc = with_(output={"path": "s3a://lake/tables/orders/"}, control_db_url="postgresql+psycopg://u:pw@h/db")
+    cfg = load_pipeline(write(tmp_path, doc))
+    assert (cfg.output_path, cfg.quarantine_path) == (
+        "s3a://lake/tables/orders",
+        "s3a://lake/tables/orders_quarantine",
+    )
+
+
+def test_a_credential_in_an_s3a_uri_is_never_echoed(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(write(tmp_path, with_(output={"path": "s3a://AKIA:hunter2@lake/t"})))
+    assert "hunter2" not in str(raised.value) and "AKIA" not in str(raised.value)
 
 
 def test_unknown_key_hint_is_left_out_when_nothing_is_close(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from importlib.metadata import version
+from pathlib import Path
 
 from eos_ingest import paths
 
@@ -49,3 +50,22 @@ def test_broker_is_kafka_4() -> None:
     assert kafka.startswith("4.")
     # The broker's jars are where stack/stack.sh starts it from.
     assert (paths.state_dir() / "jars" / "kafka" / f"kafka_2.13-{kafka}.jar").exists()
+
+
+def test_hadoop_aws_and_the_coordinator_match_pyspark_hadoop_and_delta() -> None:
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    hadoop = (
+        next(jars.glob("hadoop-client-api-*.jar"))
+        .name.removeprefix("hadoop-client-api-")
+        .removesuffix(".jar")
+    )
+    assert (
+        pom_property("s3a", "hadoop.version")
+        == hadoop
+        == pom_property("delta-jdbc-logstore", "hadoop.version")
+    )
+    assert pom_property("delta-jdbc-logstore", "delta.version") == version("delta-spark")
+    assert (paths.s3a_jars_dir() / f"hadoop-aws-{hadoop}.jar").exists()
+    assert (paths.s3a_jars_dir() / "eos-delta-jdbc-logstore.jar").exists()

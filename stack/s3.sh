@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Starts and stops an S3 API server on 127.0.0.1 for the tests and for trying s3a:// tables:
+# s3proxy (fetched by `make setup` into $EOS_STATE_DIR/jars/s3proxy) with jclouds' filesystem
+# provider, so buckets are folders under S3_DIR. It takes SigV4 (and V2) requests. It does NOT
+# honour If-None-Match, like many S3-compatible stores: see docs/object-storage.md.
+#   s3.sh up | down | status | env
+# Environment: EOS_STATE_DIR (default ./.state), S3_PORT (default 9090), S3_DIR (default
+# $EOS_STATE_DIR/s3-<port>: data/, s3proxy.properties, s3.log, s3.pid), S3_ACCESS_KEY and
+# S3_SECRET_KEY (the only identity it accepts; defaults are fixed local test values),
+# S3_START_TIMEOUT (seconds, 30). `env` prints the AWS_* variables that reach it.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+STATE="${EOS_STATE_DIR:-$ROOT/.state}"
+PORT="${S3_PORT:-9090}"
+HOME_DIR="${S3_DIR:-$STATE/s3-$PORT}"
+ACCESS_KEY="${S3_ACCESS_KEY:-eos-ingest-local}"
+SECRET_KEY="${S3_SECRET_KEY:-eos-ingest-local-secret}"
+TIMEOUT="${S3_START_TIMEOUT:-30}"
+ENDPOINT="http://127.0.0.1:$PORT"
+PID_FILE="$HOME_DIR/s3.pid"
+
+running() { [[ -f "$PID_FILE" ]] && kill -0 "$(cat "$PID_FILE")" 2>/dev/null; }
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# Any HTTP answer (an anonymous request gets 403) means it serves requests; without curl, an open port.
+answers() {
+  if command -v curl >/dev/null; then
+    curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$ENDPOINT/" 2>/dev/null | grep -q '^[1-5]'
+  else
+    port_open "$PORT"
+  fi
+}
+
+up() {
+  if running; then
+    echo "s3: already running at $ENDPOINT (data in $HOME_DIR/data)"
+    return 0
+  fi
+  local jar
+  jar="$(ls "$STATE"/jars/s3proxy/s3proxy-*-jar-with-dependencies.jar 2>/dev/null | head -1 || true)"
+  [[ -n "$jar" ]] || { echo "s3: no s3proxy jar in $STATE/jars/s3proxy: run 'make setup' first" >&2; exit 1; }
+  if port_open "$PORT"; then
+    echo "s3: port $PORT is taken by another process; stop it or set S3_PORT" >&2
+    exit 1
+  fi
+  mkdir -p "$HOME_DIR/data"
+  # The secret goes into a file only its owner reads, never onto the command line.
+  (umask 077 && cat >"$HOME_DIR/s3proxy.properties" <<PROPS
+s3proxy.endpoint=$ENDPOINT
+s3proxy.authorization=aws-v2-or-v4
+s3proxy.identity=$ACCESS_KEY
+s3proxy.credential=$SECRET_KEY
+jclouds.provider=filesystem
+jclouds.filesystem.basedir=$HOME_DIR/data
+PROPS
+  )
+  nohup java -Xmx256m -jar "$jar" --properties "$HOME_DIR/s3proxy.properties" >"$HOME_DIR/s3.log" 2>&1 &
+  echo $! >"$PID_FILE"
+  local deadline=$((SECONDS + TIMEOUT))
+  until answers; do
+    if ! running; then
+      echo "s3: s3proxy exited during start-up; see $HOME_DIR/s3.log" >&2
+      tail -20 "$HOME_DIR/s3.log" >&2 || true
+      rm -f "$PID_FILE"
+      exit 1
+    fi
+    if ((SECONDS > deadline)); then
+      echo "s3: s3proxy does not answer after ${TIMEOUT}s; see $HOME_DIR/s3.log" >&2
+      down >&2
+      exit 1
+    fi
+    sleep 0.2
+  done
+  echo "s3: up at $ENDPOINT (data in $HOME_DIR/data; '$0 env' prints the AWS_* variables)"
+}
+
+down() {
+  if ! running; then
+    rm -f "$PID_FILE"
+    echo "s3: stopped"
+    return 0
+  fi
+  local pid
+  pid="$(cat "$PID_FILE")"
+  kill -TERM "$pid"
+  for _ in $(seq 1 40); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.25
+  done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+  rm -f "$PID_FILE"
+  echo "s3: stopped (pid $pid)"
+}
+
+status() {
+  if running && answers; then
+    echo "s3: running at $ENDPOINT"
+  else
+    echo "s3: stopped"
+    return 3
+  fi
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  env)
+    printf 'AWS_ENDPOINT_URL=%s\nAWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\nAWS_REGION=us-east-1\n' \
+      "$ENDPOINT" "$ACCESS_KEY" "$SECRET_KEY"
+    ;;
+  *) echo "usage: s3.sh up|down|status|env" >&2; exit 2 ;;
+esac

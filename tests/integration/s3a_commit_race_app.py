@@ -1,0 +1,85 @@
+"""A Spark application for test_s3a_commits.py: adds one row per round to an s3a Delta table, and
+commits each round at the same instant as its twin application, so that their commits race.
+
+    spark-submit ... s3a_commit_race_app.py <table> <writer> <rounds> <barrier_dir>
+
+Each round writes its row as a Parquet file under the table (slow, and at its own pace), then
+meets the other writer at a file barrier, and at an agreed instant starts a Delta transaction and
+commits an AddFile of that file: Delta's own commit path (OptimisticTransaction.commit, the log
+store of spark.delta.logStore.s3a.impl), without the seconds of jitter a whole DataFrame write has
+on a busy machine. The S3 access comes from the AWS_* variables and the control DB URL from
+EOS_TEST_CONTROL_DB_URL, set in the running session as the eos-ingest job does (object_storage).
+Prints one line per round: `committed <writer> <round> version <v>`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    from pyspark.sql import SparkSession
+
+    from eos_ingest.object_storage import S3Access, coordinator_conf
+
+    table, writer, rounds, barrier = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+    spark = SparkSession.builder.getOrCreate()
+    jvm = spark._jvm
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    settings = {
+        **S3Access.from_env().hadoop_conf(),
+        **coordinator_conf(os.environ["EOS_TEST_CONTROL_DB_URL"]),
+    }
+    for key, value in settings.items():
+        hadoop.set(key, value)
+    schema = "writer STRING, round INT"
+    if writer == "a":  # one writer creates the table, so that both race on appends only
+        spark.createDataFrame([], schema).write.format("delta").mode("append").save(table)
+    delta = jvm.org.apache.spark.sql.delta.DeltaLog
+    # Spark's class loader holds the --jars classes (Class.forName would use the JVM's own).
+    operation = jvm.org.apache.spark.util.Utils.classForName(
+        "org.apache.spark.sql.delta.DeltaOperations$ManualUpdate$", True, False
+    )
+    manual_update = operation.getField("MODULE$").get(None)
+    fs_path = jvm.org.apache.hadoop.fs.Path
+
+    def meet(name: str) -> float:
+        """Waits for the other writer at barrier `name`; returns the instant both agree on."""
+        (barrier / f"{name}-{writer}").write_text("")
+        deadline = time.time() + 300
+        while len(list(barrier.glob(f"{name}-*"))) < 2:
+            if time.time() > deadline:
+                raise TimeoutError(f"the other writer never reached barrier {name}")
+            time.sleep(0.01)
+        return max(p.stat().st_mtime for p in barrier.glob(f"{name}-*")) + 0.5
+
+    meet("start")  # the table exists
+    for r in range(rounds):
+        staging = f"staging/{writer}-{r}"
+        spark.createDataFrame([(writer, r)], schema).coalesce(1).write.parquet(f"{table}/{staging}")
+        root = fs_path(table)
+        fs = root.getFileSystem(hadoop)
+        part = next(
+            s
+            for s in fs.listStatus(fs_path(f"{table}/{staging}"))
+            if s.getPath().getName().endswith(".parquet")
+        )
+        add = {"add": {"path": f"{staging}/{part.getPath().getName()}", "partitionValues": {}, "size": part.getLen(),
+                       "modificationTime": part.getModificationTime(), "dataChange": True}}  # fmt: skip
+        actions = jvm.java.util.ArrayList()
+        actions.add(jvm.org.apache.spark.sql.delta.actions.Action.fromJson(json.dumps(add)))
+        seq = jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toList()
+        instant = meet(f"round{r}")
+        time.sleep(max(0.0, instant - time.time()))
+        version = delta.forTable(spark._jsparkSession, table).startTransaction().commit(seq, manual_update)
+        print(f"committed {writer} {r} version {version}", flush=True)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
