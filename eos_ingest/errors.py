@@ -50,6 +50,12 @@ class KafkaUnavailableError(EosIngestError):
     retriable = True
 
 
+class KafkaAccessError(EosIngestError):
+    """The broker answered but refused this client: a wrong SASL password, a broker certificate the
+    configured CA does not vouch for, or a plaintext client on a TLS listener. Not retriable: the
+    settings need a person."""
+
+
 class ControlStoreUnavailableError(EosIngestError):
     """The control database did not answer within the bounded retries."""
 

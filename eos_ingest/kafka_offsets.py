@@ -8,6 +8,7 @@ fixed at plan time.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception
 
-from eos_ingest.errors import KafkaUnavailableError, TopicNotFoundError
+from eos_ingest.errors import KafkaAccessError, KafkaUnavailableError, TopicNotFoundError
 from eos_ingest.identity import KafkaIdentity
 from eos_ingest.planner import PartitionOffsets
 from eos_ingest.redact import redact_text
@@ -42,22 +43,85 @@ _TRANSIENT = {
 }
 
 
+# librdkafka's FAIL log lines that mean "the broker refused these settings", not "no answer yet":
+# (pattern, what to tell the user). A retry cannot fix them, so they end the retries at once.
+_REFUSALS = (
+    (
+        re.compile(r"SASL authentication error: (?P<cause>[^(]*)"),
+        "SASL authentication failed ({cause}); check sasl.username, sasl.password and sasl.mechanism",
+    ),
+    (
+        # "SSL handshake failed: error:0A000086:SSL routines::certificate verify failed: broker ..."
+        re.compile(r"SSL handshake failed: (?P<cause>.*?)(?:: broker certificate|, verify that| \(after|$)"),
+        "the TLS handshake failed ({cause}); check that ssl.ca.location is the CA that signed the "
+        "broker's certificate and that the address matches that certificate",
+    ),
+    (
+        # A TLS listener closes the connection on a plaintext client's first request.
+        re.compile(r"Disconnected: connection closed by peer.*in state APIVERSION_QUERY"),
+        "the broker closed the connection on the first request, as a TLS listener does to a plaintext "
+        "client; check security.protocol (SSL or SASL_SSL) and the port",
+    ),
+)
+# A plaintext client's disconnects can also be a broker going down: only repeated ones count.
+_PLAINTEXT_ON_TLS_REPEATS = 3
+
+
 class _QuietLibrdkafkaLog:
     """librdkafka's own log lines (e.g. "%3|...|FAIL|rdkafka#..." per failed connect) go to Python
-    logging at DEBUG, never raw to stderr: an unreachable broker is reported once, by our error."""
+    logging at DEBUG, never raw to stderr: an unreachable broker is reported once, by our error.
+
+    It also remembers the first line that shows the broker refused the settings (`refusal`), so the
+    caller can stop retrying and say why in one line."""
 
     _log = logging.getLogger("eos_ingest.librdkafka")
 
+    def __init__(self) -> None:
+        self.refusal: str | None = None
+        self._disconnects = 0
+
     def log(self, level: int, msg: str, *args: object) -> None:
         # A `debug: conf` dump or a SASL error may quote a setting: redacted like every echo.
-        self._log.debug("%s", redact_text(msg % args if args else msg))
+        text = redact_text(msg % args if args else msg)
+        self._log.debug("%s", text)
+        if self.refusal is None and "FAIL" in text:
+            self.refusal = self._refusal(text)
+
+    def _refusal(self, text: str) -> str | None:
+        for index, (pattern, told) in enumerate(_REFUSALS):
+            found = pattern.search(text)
+            if found is None:
+                continue
+            if index == len(_REFUSALS) - 1:
+                self._disconnects += 1
+                if self._disconnects < _PLAINTEXT_ON_TLS_REPEATS:
+                    return None
+            return told.format(cause=found.groupdict().get("cause", "").strip())
+        return None
+
+
+@dataclass
+class _Admin:
+    """An AdminClient and the log watcher that knows whether the broker refused its settings."""
+
+    client: AdminClient
+    watch: _QuietLibrdkafkaLog
+
+    def refusal(self) -> str | None:
+        self.client.poll(0)  # serves the queued log lines to the watcher
+        return self.watch.refusal
 
 
 def admin_client(kafka_settings: Mapping[str, str], timeout_s: float = 15.0) -> AdminClient:
     """An AdminClient whose requests give up after `timeout_s` instead of librdkafka's minutes."""
+    return _watched_admin(kafka_settings, timeout_s).client
+
+
+def _watched_admin(kafka_settings: Mapping[str, str], timeout_s: float) -> _Admin:
+    watch = _QuietLibrdkafkaLog()
     conf: dict[str, Any] = {"socket.timeout.ms": int(timeout_s * 1000), **kafka_settings}
-    conf.setdefault("logger", _QuietLibrdkafkaLog())
-    return AdminClient(conf)
+    conf.setdefault("logger", watch)
+    return _Admin(AdminClient(conf), watch)
 
 
 def transient(exc: BaseException) -> bool:
@@ -75,6 +139,7 @@ def with_retries(
     max_attempts: int | None = None,
     *,
     sleep: Callable[[float], None] = time.sleep,
+    refusal: Callable[[], str | None] | None = None,
 ) -> T:
     """call(seconds left) until it succeeds or raises a non-transient error (raised as it is).
 
@@ -83,8 +148,24 @@ def with_retries(
     next attempt still has half a second before the deadline; the retries stop when less than that
     is left, so every sleep is followed by an attempt and the last attempt by none. Then
     KafkaUnavailableError naming the broker and the cause.
+
+    `refusal` (see _Admin.refusal) tells a broker that answered but refused the settings (wrong
+    password, unknown CA, plaintext on a TLS port) from one that did not answer: its failures are
+    not retried but raised at once as KafkaAccessError saying what to check.
     """
     end = time.monotonic() + deadline_s
+
+    def attempt(left_s: float) -> T:
+        try:
+            return call(left_s)
+        except KafkaException:
+            refused = refusal() if refusal is not None else None
+            if refused is not None:
+                raise KafkaAccessError(
+                    f"Kafka at {bootstrap} refused the connection while {what}: {refused}; "
+                    "the batch is unchanged."
+                ) from None
+            raise
 
     def left() -> float:
         return end - time.monotonic()
@@ -98,7 +179,7 @@ def with_retries(
 
     retrying = Retrying(stop=stop, wait=backoff, retry=retry_if_exception(transient), sleep=sleep)
     try:
-        return retrying(lambda: call(max(left(), _LAST_TRY_S)))
+        return retrying(lambda: attempt(max(left(), _LAST_TRY_S)))
     except RetryError as exc:
         attempts = exc.last_attempt.attempt_number
         last = exc.last_attempt.exception()
@@ -166,7 +247,8 @@ def fetch_partition_offsets(
     Transient errors are retried for deadline_s in total (at most `attempts` times when given),
     then KafkaUnavailableError."""
     bootstrap = str(kafka_settings.get("bootstrap.servers", "?"))
-    admin = admin_client(kafka_settings, timeout_s)
+    watched = _watched_admin(kafka_settings, timeout_s)
+    admin = watched.client
 
     def fetch(left_s: float) -> list[PartitionOffsets]:
         timeout_s_now = min(timeout_s, left_s)
@@ -184,7 +266,15 @@ def fetch_partition_offsets(
             for t, p in sorted(starts)
         ]
 
-    return with_retries("reading partition offsets", bootstrap, fetch, deadline_s, backoff_s, attempts)
+    return with_retries(
+        "reading partition offsets",
+        bootstrap,
+        fetch,
+        deadline_s,
+        backoff_s,
+        attempts,
+        refusal=watched.refusal,
+    )
 
 
 def offsets_for_time(
@@ -255,14 +345,15 @@ def fetch_identity(
     """The cluster id (describe_cluster) and each topic's id (describe_topics), retried for
     deadline_s in total, then KafkaUnavailableError."""
     bootstrap = str(kafka_settings.get("bootstrap.servers", "?"))
-    admin = admin_client(kafka_settings, timeout_s)
+    watched = _watched_admin(kafka_settings, timeout_s)
     return with_retries(
         "reading the cluster and topic ids",
         bootstrap,
-        lambda left_s: _describe(admin, topics, min(timeout_s, left_s), bootstrap),
+        lambda left_s: _describe(watched.client, topics, min(timeout_s, left_s), bootstrap),
         deadline_s,
         backoff_s,
         attempts,
+        refusal=watched.refusal,
     )
 
 

@@ -5,12 +5,20 @@
 # Environment: EOS_STATE_DIR (default ./.state), KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093),
 # KAFKA_HEAP (512m), KAFKA_START_TIMEOUT (seconds, 90). Tests run a second broker on other ports
 # and in their own folder, through this same script.
+# KAFKA_SASL_SSL_PORT (unset: none) adds a second client listener, SASL_SSL with SCRAM-SHA-512 and a
+# certificate from a private CA that stack/tls.sh makes into $HOME_DIR/tls (clients trust
+# $HOME_DIR/tls/ca.pem). PLAINTEXT stays the default and inter-broker listener. The SCRAM users come
+# from KAFKA_SCRAM_USERS_FILE, one `name=<user>,password=<password>` per line, and are written when
+# the data folder is formatted (a folder formatted without them needs `stack.sh down` and a new
+# folder).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 STATE="${EOS_STATE_DIR:-$ROOT/.state}"
 KAFKA_PORT="${KAFKA_PORT:-9092}"
 CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
 HOME_DIR="${KAFKA_HOME_DIR:-$STATE/kafka-$KAFKA_PORT}"
+SASL_SSL_PORT="${KAFKA_SASL_SSL_PORT:-}"
+TLS_DIR="$HOME_DIR/tls"
 JARS="$STATE/jars/kafka"
 PID_FILE="$HOME_DIR/kafka.pid"
 LOG_DIR="$HOME_DIR/logs"
@@ -25,20 +33,31 @@ up() {
     return 0
   fi
   [[ -d "$JARS" ]] || { echo "kafka: no broker jars in $JARS: run 'make setup' first" >&2; exit 1; }
-  if port_open "$KAFKA_PORT" || port_open "$CONTROLLER_PORT"; then
-    echo "kafka: port $KAFKA_PORT or $CONTROLLER_PORT is taken by another process; stop it or set KAFKA_PORT/KAFKA_CONTROLLER_PORT" >&2
+  if port_open "$KAFKA_PORT" || port_open "$CONTROLLER_PORT" || { [[ -n "$SASL_SSL_PORT" ]] && port_open "$SASL_SSL_PORT"; }; then
+    echo "kafka: port $KAFKA_PORT, $CONTROLLER_PORT or ${SASL_SSL_PORT:-(no SASL_SSL)} is taken by another process; stop it or set KAFKA_PORT/KAFKA_CONTROLLER_PORT/KAFKA_SASL_SSL_PORT" >&2
     exit 1
   fi
   mkdir -p "$HOME_DIR/data" "$LOG_DIR"
   sed -e "s#@KAFKA_PORT@#$KAFKA_PORT#g" -e "s#@CONTROLLER_PORT@#$CONTROLLER_PORT#g" \
       -e "s#@DATA_DIR@#$HOME_DIR/data#g" "$ROOT/stack/server.properties.in" > "$HOME_DIR/server.properties"
+  local scram=()
+  if [[ -n "$SASL_SSL_PORT" ]]; then
+    [[ -f "$TLS_DIR/broker.p12" ]] || "$ROOT/stack/tls.sh" "$TLS_DIR"
+    sasl_ssl_properties >> "$HOME_DIR/server.properties"
+    if [[ -n "${KAFKA_SCRAM_USERS_FILE:-}" ]]; then
+      local user
+      while IFS= read -r user || [[ -n "$user" ]]; do
+        [[ -n "$user" ]] && scram+=(--add-scram "SCRAM-SHA-512=[$user]")
+      done <"$KAFKA_SCRAM_USERS_FILE"
+    fi
+  fi
   local java=(java -Xmx"${KAFKA_HEAP:-512m}" -XX:+UseG1GC -Djava.awt.headless=true
               -Dlog4j2.configurationFile="$ROOT/stack/log4j2.yaml" -Dkafka.logs.dir="$LOG_DIR" -cp "$JARS/*")
   # Format once per data folder; the meta.properties file marks a formatted one.
   if [[ ! -f "$HOME_DIR/data/meta.properties" ]]; then
     local cluster_id
     cluster_id="$("${java[@]}" kafka.tools.StorageTool random-uuid)"
-    "${java[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$HOME_DIR/server.properties" --standalone >"$LOG_DIR/format.log"
+    "${java[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$HOME_DIR/server.properties" --standalone "${scram[@]}" >"$LOG_DIR/format.log"
   fi
   nohup "${java[@]}" kafka.Kafka "$HOME_DIR/server.properties" >"$LOG_DIR/stdout.log" 2>&1 &
   echo $! >"$PID_FILE"
@@ -57,6 +76,24 @@ up() {
     sleep 0.5
   done
   echo "kafka: up on 127.0.0.1:$KAFKA_PORT (pid $(cat "$PID_FILE"), data in $HOME_DIR)"
+}
+
+# The SASL_SSL listener, appended to server.properties: the properties file cannot hold an
+# optional listener, and without KAFKA_SASL_SSL_PORT the broker is exactly the PLAINTEXT one.
+sasl_ssl_properties() {
+  cat <<PROPS
+# -- added by stack.sh for KAFKA_SASL_SSL_PORT=$SASL_SSL_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT,SASL_SSL://127.0.0.1:$SASL_SSL_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT,SASL_SSL://127.0.0.1:$SASL_SSL_PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$TLS_DIR/broker.p12
+ssl.keystore.password=$(cat "$TLS_DIR/keystore.password")
+ssl.key.password=$(cat "$TLS_DIR/keystore.password")
+ssl.client.auth=none
+PROPS
 }
 
 down() {

@@ -22,6 +22,7 @@ EXIT_CODES = [
     (errors.TopicRecreatedError, EXIT_NEEDS_A_PERSON),
     (errors.ClusterMismatchError, EXIT_NEEDS_A_PERSON),
     (errors.TopicNotFoundError, EXIT_NEEDS_A_PERSON),
+    (errors.KafkaAccessError, EXIT_NEEDS_A_PERSON),
     (errors.BatchStateError, EXIT_NEEDS_A_PERSON),
     (errors.BackfillRangeError, EXIT_NEEDS_A_PERSON),
     (errors.ControlSchemaError, EXIT_NEEDS_A_PERSON),

@@ -7,7 +7,8 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from eos_ingest.errors import KafkaUnavailableError
+from eos_ingest import kafka_offsets
+from eos_ingest.errors import KafkaAccessError, KafkaUnavailableError
 from eos_ingest.kafka_offsets import topic_problems, with_retries
 
 UNKNOWN = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
@@ -101,3 +102,62 @@ def test_a_transient_error_then_success_returns_the_result() -> None:
 
     assert with_retries("reading", "b:9092", call, 30.0, 0.5, None, sleep=slept.append) == "offsets"
     assert slept == [0.5, 1.0]
+
+
+# librdkafka's FAIL lines as seen against the test broker's SASL_SSL listener.
+_SASL_FAIL = (
+    "FAIL [rdkafka#producer-1] [thrd:sasl_ssl://127.0.0.1:39094/bootstrap]: sasl_ssl://127.0.0.1:39094/bootstrap: "
+    "SASL authentication error: Authentication failed during authentication due to invalid credentials with "
+    "SASL mechanism SCRAM-SHA-512 (after 411ms in state AUTH_REQ)"
+)
+_TLS_FAIL = (
+    "FAIL [rdkafka#producer-1] [thrd:sasl_ssl://127.0.0.1:39094/bootstrap]: sasl_ssl://127.0.0.1:39094/bootstrap: "
+    "SSL handshake failed: error:0A000086:SSL routines::certificate verify failed: broker certificate could not "
+    "be verified, verify that ssl.ca.location is correctly configured (after 57ms in state SSL_HANDSHAKE)"
+)
+_PLAINTEXT_FAIL = (
+    "FAIL [rdkafka#producer-1] [thrd:127.0.0.1:39094/bootstrap]: 127.0.0.1:39094/bootstrap: Disconnected: "
+    "connection closed by peer: receive 0 after POLLIN (after 12ms in state APIVERSION_QUERY)"
+)
+_DOWN_FAIL = (
+    "FAIL [rdkafka#producer-1] [thrd:127.0.0.1:9/bootstrap]: 127.0.0.1:9/bootstrap: Connect to ipv4#127.0.0.1:9 "
+    "failed: Connection refused (after 0ms in state CONNECT)"
+)
+
+
+@pytest.mark.parametrize(
+    ("lines", "told"),
+    [
+        ([_SASL_FAIL], "SASL authentication failed (Authentication failed during authentication"),
+        ([_TLS_FAIL], "the TLS handshake failed (error:0A000086:SSL routines::certificate verify failed)"),
+        ([_PLAINTEXT_FAIL] * 2, None),  # a broker going down looks the same, once or twice
+        ([_PLAINTEXT_FAIL] * 3, "check security.protocol"),
+        ([_DOWN_FAIL] * 5, None),  # no answer at all: retried, then KafkaUnavailableError
+    ],
+)
+def test_librdkafka_lines_that_mean_the_broker_refused_the_settings(
+    lines: list[str], told: str | None
+) -> None:
+    watch = kafka_offsets._QuietLibrdkafkaLog()
+    for line in lines:
+        watch.log(3, line)
+    if told is None:
+        assert watch.refusal is None
+    else:
+        assert watch.refusal is not None and told in watch.refusal
+
+
+def test_a_refusal_ends_the_retries_at_once_with_a_kafka_access_error() -> None:
+    calls = []
+
+    def call(left_s: float) -> None:
+        calls.append(left_s)
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata"))
+
+    with pytest.raises(
+        KafkaAccessError, match="refused the connection while testing: nope; the batch is unchanged"
+    ):
+        kafka_offsets.with_retries(
+            "testing", "b:1", call, 30.0, 1.0, sleep=lambda s: None, refusal=lambda: "nope"
+        )
+    assert len(calls) == 1
