@@ -69,9 +69,18 @@ def test_run_and_verify_over_sasl_ssl_with_a_password_from_the_environment(
     summary = json.loads(capfd.readouterr().out)
     assert summary["status"] == "committed" and summary["records_read"] == 20
 
-    assert cli_main(["verify", "--config", str(path)]) == 0
-    out, err = capfd.readouterr()
-    assert kafka_sasl_ssl.users[USER] not in out + err
+    # verify in its own process: in this one it would stop the test session's Spark (cmd_verify
+    # stops the session it gets, and getOrCreate hands it the shared one).
+    verified = subprocess.run(
+        [sys.executable, "-m", "eos_ingest.cli", "verify", "--config", str(path)],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr[-4000:]
+    assert json.loads(verified.stdout)["ok"] is True
+    assert kafka_sasl_ssl.users[USER] not in verified.stdout + verified.stderr
 
 
 def make_other_ca(folder: Path) -> Path:
