@@ -9,7 +9,9 @@ commits an AddFile of that file: Delta's own commit path (OptimisticTransaction.
 store of spark.delta.logStore.s3a.impl), without the seconds of jitter a whole DataFrame write has
 on a busy machine. The S3 access comes from the AWS_* variables and the control DB URL from
 EOS_TEST_CONTROL_DB_URL, set in the running session as the eos-ingest job does (object_storage).
-Prints one line per round: `committed <writer> <round> version <v>`.
+Prints one line per round: `committed <writer> <round> version <v>`. When both writers got the same
+version in a round (one commit overwrote the other), both stop at the next barrier and print
+`collided <writer> <round> version <v>`: the test then needs no more rounds.
 """
 
 from __future__ import annotations
@@ -47,9 +49,13 @@ def main() -> int:
     manual_update = operation.getField("MODULE$").get(None)
     fs_path = jvm.org.apache.hadoop.fs.Path
 
-    def meet(name: str) -> float:
-        """Waits for the other writer at barrier `name`; returns the instant both agree on."""
-        (barrier / f"{name}-{writer}").write_text("")
+    def meet(name: str, last_version: str = "") -> float:
+        """Waits for the other writer at barrier `name`; returns the instant both agree on. Each
+        writer leaves the version its previous commit got in its barrier file."""
+        # Written aside and renamed: the other writer must never read a created but empty file.
+        aside = barrier / f".{name}-{writer}.tmp"
+        aside.write_text(last_version)
+        os.replace(aside, barrier / f"{name}-{writer}")
         deadline = time.time() + 300
         while len(list(barrier.glob(f"{name}-*"))) < 2:
             if time.time() > deadline:
@@ -58,6 +64,7 @@ def main() -> int:
         return max(p.stat().st_mtime for p in barrier.glob(f"{name}-*")) + 0.5
 
     meet("start")  # the table exists
+    version = None
     for r in range(rounds):
         staging = f"staging/{writer}-{r}"
         spark.createDataFrame([(writer, r)], schema).coalesce(1).write.parquet(f"{table}/{staging}")
@@ -73,7 +80,13 @@ def main() -> int:
         actions = jvm.java.util.ArrayList()
         actions.add(jvm.org.apache.spark.sql.delta.actions.Action.fromJson(json.dumps(add)))
         seq = jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toList()
-        instant = meet(f"round{r}")
+        instant = meet(f"round{r}", "" if version is None else str(version))
+        # Both writers got the same version in the previous round: a commit was overwritten. Both
+        # read the same two files, so both stop here, and the test finds the loss in the table.
+        seen = {p.read_text() for p in barrier.glob(f"round{r}-*")}
+        if version is not None and seen == {str(version)}:
+            print(f"collided {writer} {r - 1} version {version}", flush=True)
+            break
         time.sleep(max(0.0, instant - time.time()))
         version = delta.forTable(spark._jsparkSession, table).startTransaction().commit(seq, manual_update)
         print(f"committed {writer} {r} version {version}", flush=True)
