@@ -313,11 +313,16 @@ def git_commit() -> str:
     return done.stdout.strip() or "?"
 
 
-def latest(mode: str) -> dict[str, Any] | None:
+def latest(mode: str, *, complete: bool | None = None) -> dict[str, Any] | None:
+    """The newest result of `mode`; with complete=True only a full run of every system (a)-(h),
+    with complete=False only one of fewer systems (--systems)."""
     for path in sorted(RESULTS.glob("bench-*.json"), reverse=True):
         result = json.loads(path.read_text())
-        if result.get("mode") == mode:
-            return dict(result)
+        if result.get("mode") != mode:
+            continue
+        if complete is not None and (set(result.get("systems") or "") >= set(ALL_SYSTEMS)) != complete:
+            continue
+        return dict(result)
     return None
 
 
@@ -417,7 +422,10 @@ is no longer measured; `results/chaos-*.json` are `make chaos`'s.
 
 
 def render_readme(
-    full: dict[str, Any] | None, small: dict[str, Any] | None, catch_up: dict[str, Any] | None = None
+    full: dict[str, Any] | None,
+    small: dict[str, Any] | None,
+    catch_up: dict[str, Any] | None = None,
+    partial: dict[str, Any] | None = None,
 ) -> str:
     parts = [README_HEAD, "## Results", ""]
     if full:
@@ -430,6 +438,8 @@ def render_readme(
             parts += ["![phases of (d)](charts/phases.png)", ""]
     else:
         parts += ["No full run yet.", ""]
+    if partial and (not full or partial["date"] > full["date"]):
+        parts += [report.render_result(partial, f"Since then, systems {partial['systems']} only")]
     if small:
         parts += [report.render_result(small, "Small batch (--small)")]
     else:
@@ -443,10 +453,11 @@ def render_readme(
 
 
 def write_readme() -> None:
-    full, small, catch_up = latest("full"), latest("small"), latest("catch_up")
+    full, small, catch_up = latest("full", complete=True), latest("small"), latest("catch_up")
+    partial = latest("full", complete=False)
     if full:
         write_charts(full)
-    (REPO / "bench" / "README.md").write_text(render_readme(full, small, catch_up))
+    (REPO / "bench" / "README.md").write_text(render_readme(full, small, catch_up, partial))
     log("bench/README.md and bench/charts/ regenerated")
 
 
