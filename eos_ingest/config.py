@@ -46,12 +46,21 @@ import yaml
 from pydantic import ValidationError
 
 from eos_ingest import paths
+from eos_ingest.avro_schema import spark_ddl
 from eos_ingest.config_ddl import RESERVED_COLUMNS, hint, parse_ddl
-from eos_ingest.config_model import NAME, SCHEDULE_PRESETS, START_FROM, VALUE_FORMATS, PipelineFile
+from eos_ingest.config_model import (
+    NAME,
+    SCHEDULE_PRESETS,
+    START_FROM,
+    VALUE_FORMATS,
+    PipelineFile,
+    ValueSection,
+)
 from eos_ingest.errors import ConfigError
 from eos_ingest.network_fs import state_places, warn_once
 from eos_ingest.object_storage import TableLocation
 from eos_ingest.redact import is_secret_key, redact_text, redact_url, redact_value, secrets_of
+from eos_ingest.schema_registry import RegistrySettings
 
 __all__ = [
     "RESERVED_COLUMNS",
@@ -76,11 +85,15 @@ Problem = tuple[str, Any, str]
 
 @dataclass(frozen=True)
 class ValueConfig:
-    """How record values decode: ``json`` with the Spark DDL ``schema``, or ``raw`` bytes."""
+    """How record values decode: ``json`` with the Spark DDL ``schema``, ``raw`` bytes, or ``avro``
+    in the Schema Registry wire format into the reader schema ``avro_schema`` (JSON text; ``schema``
+    is then its Spark DDL), the writer schemas coming from ``registry``."""
 
     format: str
     schema: str | None
     columns: tuple[tuple[str, str], ...]
+    avro_schema: str | None = None
+    registry: RegistrySettings | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +152,10 @@ class PipelineConfig:
         shown: dict[str, Any] = json.loads(json.dumps(asdict(self), default=str))
         shown["kafka"] = {k: "***" if is_secret_key(k) else v for k, v in self.kafka.items()}
         shown["control_db_url"] = redact_url(self.control_db_url)
+        registry = shown["value"].get("registry")
+        if registry:
+            registry["password"] = "***" if registry.get("password") else None
+            registry["files"] = sorted(registry.get("files") or {})  # the ids; the texts are long
         return shown
 
 
@@ -257,7 +274,8 @@ class _Loader:
         doc = self.expand(raw, "")
         self.secrets = secrets_of(raw) + secrets_of(doc)
         try:
-            model = PipelineFile.model_validate(doc, context={"stem": self.path.stem})
+            context = {"stem": self.path.stem, "folder": self.path.resolve().parent}
+            model = PipelineFile.model_validate(doc, context=context)
         except ValidationError as e:
             # A key whose ${VAR} is unset is reported once, for the variable.
             unset = [key for key, _, _ in self.problems]
@@ -281,13 +299,29 @@ class _Loader:
             aws_conn_id=model.aws_conn_id,
             start_from=model.start_from,
             max_records_per_partition=model.max_records_per_partition,
-            value=ValueConfig(format=value.format, schema=value.schema_, columns=value.columns),
+            value=_value_config(value),
             output=OutputConfig(output.path, output.quarantine_path, tuple(output.partition_by)),
             control_db_url=model.control_db_url,
             schedule=model.schedule,
             expectations=tuple(model.expectations),
             source=self.path.resolve(),
         )
+
+
+def _value_config(value: ValueSection) -> ValueConfig:
+    if value.format != "avro":
+        return ValueConfig(format=value.format, schema=value.schema_, columns=value.columns)
+    reader = value.reader_schema
+    assert reader is not None  # the model requires schema_file for avro
+    sr = value.schema_registry
+    registry = RegistrySettings(
+        url=sr.url if sr else None,
+        username=sr.username if sr else None,
+        password=sr.password if sr else None,
+        timeout_seconds=sr.timeout_seconds if sr else 10.0,
+        files=dict(value.writer_schemas),
+    )
+    return ValueConfig("avro", spark_ddl(reader), value.columns, avro_schema=reader, registry=registry)
 
 
 def _problem(error: Any) -> Problem:

@@ -50,6 +50,10 @@ def parse(kafka_rows: DataFrame, config: PipelineConfig, batch_id: int) -> DataF
             F.lit(None).cast("binary").alias("raw_value"),  # only a quarantined row keeps it
             F.lit(None).cast("string").alias(_ERROR),
         )
+    if config.value.format == "avro":
+        from eos_ingest import avro_decode
+
+        return avro_decode.parse(kafka_rows, config, _meta(batch_id), _ERROR)
     ddl = f"{config.value.schema}, {_CORRUPT} STRING"
     text = F.col("value").cast("string")
     parsed = F.from_json(text, ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})

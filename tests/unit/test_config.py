@@ -168,7 +168,7 @@ INVALID = [
     pytest.param(with_(max_records_per_partition=0), "max_records_per_partition", "0", ">= 1", id="max-zero"),
     pytest.param(with_(max_records_per_partition="lots"), "max_records_per_partition", "'lots'", ">= 1", id="max-text"),
     pytest.param(with_(max_records_per_partition=True), "max_records_per_partition", "True", ">= 1", id="max-bool"),
-    pytest.param(with_(value__format="avro"), "value.format", "'avro'", "use 'json' or 'raw'", id="format"),
+    pytest.param(with_(value__format="protobuf"), "value.format", "'protobuf'", "use 'json' or 'raw' or 'avro'", id="format"),
     pytest.param(with_(value__schema=...), "value.schema", "None", "Spark DDL", id="schema-missing-for-json"),
     pytest.param(with_(value=...), "value.schema", "None", "Spark DDL", id="value-missing"),
     pytest.param(with_(value={"format": "raw", "schema": "a INT"}), "value.schema", "'a INT'", "remove it", id="schema-with-raw"),
