@@ -46,7 +46,7 @@ import yaml
 from pydantic import ValidationError
 
 from eos_ingest import paths
-from eos_ingest.avro_schema import spark_ddl
+from eos_ingest.avro_schema import load_schema_file, spark_ddl
 from eos_ingest.config_ddl import RESERVED_COLUMNS, hint, parse_ddl
 from eos_ingest.config_model import (
     NAME,
@@ -94,6 +94,8 @@ class ValueConfig:
     columns: tuple[tuple[str, str], ...]
     avro_schema: str | None = None
     registry: RegistrySettings | None = None
+    # The .avsc files read (reader, then writers): a spark-submit ships them beside the pipeline file.
+    schema_files: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -319,9 +321,17 @@ def _value_config(value: ValueSection) -> ValueConfig:
         username=sr.username if sr else None,
         password=sr.password if sr else None,
         timeout_seconds=sr.timeout_seconds if sr else 10.0,
-        files=dict(value.writer_schemas),
+        files={i: load_schema_file(path) for i, path in value.writer_schemas.items()},
     )
-    return ValueConfig("avro", spark_ddl(reader), value.columns, avro_schema=reader, registry=registry)
+    assert value.schema_file is not None
+    return ValueConfig(
+        "avro",
+        spark_ddl(reader),
+        value.columns,
+        avro_schema=reader,
+        registry=registry,
+        schema_files=(value.schema_file, *value.writer_schemas.values()),
+    )
 
 
 def _problem(error: Any) -> Problem:

@@ -231,9 +231,12 @@ def _schema_path(value: Any, info: ValidationInfo) -> Path:
     """An .avsc path; a relative one is beside the pipeline file (as it is shipped with it)."""
     if not (isinstance(value, str) and value.strip()):
         raise problem("give the path of an Avro schema file (.avsc)")
-    folder = (info.context or {}).get("folder") or Path.cwd()
+    folder = Path((info.context or {}).get("folder") or Path.cwd())
     path = Path(value).expanduser()
-    return (path if path.is_absolute() else Path(folder) / path).resolve()
+    path = (path if path.is_absolute() else folder / path).resolve()
+    # A spark-submit job gets the pipeline file and its schema files side by side (submit.shipped).
+    beside = folder / path.name
+    return beside if not path.exists() and beside.is_file() else path
 
 
 def _avro_text(path: Path) -> str:
@@ -271,15 +274,16 @@ class RegistrySection(_Section):
     timeout_seconds: Annotated[float, BeforeValidator(_timeout)] = 10.0
 
 
-def _writer_schemas(value: Any, info: ValidationInfo) -> dict[int, str]:
+def _writer_schemas(value: Any, info: ValidationInfo) -> dict[int, Path]:
     if not isinstance(value, dict):
         raise problem("give a mapping of schema id to .avsc path, e.g. {1: schemas/orders_v1.avsc}")
-    out: dict[int, str] = {}
+    out: dict[int, Path] = {}
     for key, path in value.items():
         if not (isinstance(key, int) or (isinstance(key, str) and key.isdigit())):
             raise problem("a schema id is a whole number >= 0", at=f".{key}", value=key)
         try:
-            out[int(key)] = _avro_text(_schema_path(path, info))
+            out[int(key)] = _schema_path(path, info)
+            _avro_text(out[int(key)])
         except PydanticCustomError as e:
             raise problem(str(e), at=f".{key}", value=path) from None
     return out
@@ -295,7 +299,7 @@ class ValueSection(_Section):
         default=None, validate_default=True
     )
     schema_registry: RegistrySection | None = None
-    writer_schemas: Annotated[dict[int, str], BeforeValidator(_writer_schemas)] = Field(
+    writer_schemas: Annotated[dict[int, Path], BeforeValidator(_writer_schemas)] = Field(
         default={}, validate_default=True
     )
 
