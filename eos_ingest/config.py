@@ -11,8 +11,10 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
     start_from: earliest           # earliest | latest: where a partition never seen before starts
     max_records_per_partition: 100000   # offsets per partition per batch, >= 1
     value:
-      format: json                 # json (default) | raw
-      schema: "id BIGINT, ts TIMESTAMP"   # Spark DDL: required for json, forbidden for raw
+      format: json                 # json (default) | raw | avro (docs/formats.md)
+      schema: "id BIGINT, ts TIMESTAMP"   # Spark DDL: required for json, forbidden for raw and avro
+      # avro: schema_file (reader .avsc, required), schema_registry {url, username, password,
+      # timeout_seconds} and/or writer_schemas {id: .avsc}; paths relative to this file
     output:
       path: tables/demo            # default tables/<name>; relative paths are under the state folder;
                                    # or s3a://bucket/prefix (docs/object-storage.md; PostgreSQL control DB)
