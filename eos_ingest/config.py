@@ -323,6 +323,7 @@ def _value_config(value: ValueSection) -> ValueConfig:
         username=sr.username if sr else None,
         password=sr.password if sr else None,
         timeout_seconds=sr.timeout_seconds if sr else 10.0,
+        conn_id=sr.conn_id if sr else None,
         files={i: load_schema_file(path) for i, path in value.writer_schemas.items()},
     )
     assert value.schema_file is not None

@@ -246,7 +246,9 @@ def _avro_text(path: Path) -> str:
         raise problem(f"{e}; give an Avro record schema (.avsc)", value=str(path)) from None
 
 
-def _url(value: Any) -> str:
+def _url(value: Any, info: ValidationInfo) -> str | None:
+    if value is None and info.data.get("conn_id"):
+        return None  # the connection gives it
     if not (isinstance(value, str) and re.match(r"https?://[^/\s]+", value)):
         raise problem(
             "use http(s)://host:port of a Schema Registry (Confluent REST API), e.g. http://127.0.0.1:8081"
@@ -268,7 +270,9 @@ def _timeout(value: Any) -> float:
 class RegistrySection(_Section):
     """`value.schema_registry:` -- where writer schemas are looked up by id."""
 
-    url: Annotated[str, BeforeValidator(_url)] = Field(default=None, validate_default=True)
+    # An Airflow connection (host, port, login, password) joined with the keys below (registry_conn.py).
+    conn_id: Annotated[str | None, BeforeValidator(_conn_id)] = None
+    url: Annotated[str | None, BeforeValidator(_url)] = Field(default=None, validate_default=True)
     username: str | None = None  # basic auth, e.g. ${SCHEMA_REGISTRY_USER}
     password: str | None = None  # e.g. ${SCHEMA_REGISTRY_PASSWORD}; never shown
     timeout_seconds: Annotated[float, BeforeValidator(_timeout)] = 10.0

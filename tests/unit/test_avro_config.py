@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from eos_ingest import schema_registry, submit
+from eos_ingest import registry_conn, schema_registry, submit
 from eos_ingest.avro_schema import AvroSchemaError, required_fields, spark_ddl
 from eos_ingest.config import load_pipeline
 from eos_ingest.errors import ConfigError, SchemaRegistryUnavailableError, exit_code
@@ -174,3 +174,56 @@ def test_an_unreachable_registry_is_retriable_and_bounded_and_files_are_asked_fi
         schema_registry.resolve(settings, [2])
     assert time.monotonic() - started < 15 and exit_code(raised.value) == 75
     assert schema_registry.resolve(schema_registry.RegistrySettings(), [5]) == {5: None}
+
+
+REGISTRY_CONN = {**AVRO, "schema_registry": {"conn_id": "registry"}}
+
+
+@pytest.mark.parametrize(
+    "conn",
+    [
+        "http://reader:p%40ss@registry.local:8081",
+        json.dumps(
+            {
+                "conn_type": "http",
+                "host": "registry.local",
+                "port": 8081,
+                "login": "reader",
+                "password": "p@ss",
+            }
+        ),
+    ],
+    ids=["uri", "json"],
+)
+def test_the_registry_url_and_credentials_come_from_an_airflow_connection(tmp_path: Path, conn: str) -> None:
+    config = load_pipeline(pipeline(tmp_path, REGISTRY_CONN))
+    resolved = registry_conn.with_connection(config, {"AIRFLOW_CONN_REGISTRY": conn})
+    registry = resolved.value.registry
+    assert registry is not None
+    assert (registry.url, registry.username, registry.password) == (
+        "http://registry.local:8081",
+        "reader",
+        "p@ss",
+    )
+    assert "p@ss" not in repr(registry)
+
+
+def test_a_registry_set_in_the_file_and_the_connection_must_agree(tmp_path: Path) -> None:
+    path = pipeline(
+        tmp_path, {**AVRO, "schema_registry": {"conn_id": "registry", "url": "http://a:1", "password": "x"}}
+    )
+    config = load_pipeline(path)
+    with pytest.raises(
+        ConfigError, match=r"value.schema_registry.url and connection 'registry'.*keep it in one place"
+    ):
+        registry_conn.with_connection(config, {"AIRFLOW_CONN_REGISTRY": "http://b:1"})
+    with pytest.raises(ConfigError, match=r"value.schema_registry.password .*\(\*\*\*\)") as raised:
+        registry_conn.with_connection(config, {"AIRFLOW_CONN_REGISTRY": "http://u:other@a:1"})
+    assert "other" not in str(raised.value)
+    assert registry_conn.with_connection(config, {}) is config  # no connection: the file's url
+
+
+def test_a_registry_connection_that_is_not_defined_is_named(tmp_path: Path) -> None:
+    config = load_pipeline(pipeline(tmp_path, REGISTRY_CONN))
+    with pytest.raises(ConfigError, match="AIRFLOW_CONN_REGISTRY"):
+        registry_conn.with_connection(config, {})
