@@ -15,6 +15,8 @@ from pathlib import Path
 import fastavro
 import pytest
 
+from eos_ingest.cli import main as cli_main
+from eos_ingest.control_store import BatchStatus, ControlStore
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer
 
@@ -76,12 +78,22 @@ def produce_mixed(kafka_bootstrap: str, topic: str) -> None:
     producer.transaction(topic, [*v2, *bad], commit=True, partition=1)
 
 
+@pytest.fixture
+def mixed_pipeline(kafka_bootstrap, make_topic, make_pipeline, control_db_url, schemas):
+    """A topic of produce_mixed's 9 records and an avro pipeline on it with the given reader schema."""
+
+    def make(reader: str):
+        topic = make_topic(partitions=2)
+        produce_mixed(kafka_bootstrap, topic)
+        return make_pipeline([topic], control_db_url, value=avro_value(schemas, reader))
+
+    return make
+
+
 def test_two_writer_versions_read_into_the_v2_reader_and_the_rest_is_quarantined_with_reasons(
-    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, schemas
+    spark, mixed_pipeline
 ) -> None:
-    topic = make_topic(partitions=2)
-    produce_mixed(kafka_bootstrap, topic)
-    config = make_pipeline([topic], control_db_url, value=avro_value(schemas, "v2"))
+    config = mixed_pipeline("v2")
     assert [n for n, _ in config.payload_columns] == ["id", "name", "amount"]
 
     result = ingest_once(spark, config)
@@ -110,12 +122,8 @@ def test_two_writer_versions_read_into_the_v2_reader_and_the_rest_is_quarantined
     assert report.ok and (report.expected, report.found) == (9, 9), report
 
 
-def test_a_v2_writer_read_into_the_v1_reader_drops_the_new_field(
-    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, schemas
-) -> None:
-    topic = make_topic(partitions=2)
-    produce_mixed(kafka_bootstrap, topic)
-    config = make_pipeline([topic], control_db_url, value=avro_value(schemas, "v1"))
+def test_a_v2_writer_read_into_the_v1_reader_drops_the_new_field(spark, mixed_pipeline) -> None:
+    config = mixed_pipeline("v1")
 
     result = ingest_once(spark, config)
 
@@ -126,3 +134,15 @@ def test_a_v2_writer_read_into_the_v1_reader_drops_the_new_field(
         (0, "n0"), (1, "n1"), (2, "n2"), (10, "m0"), (11, "m1")
     ]  # fmt: skip
     assert verify_pipeline(spark, config).ok
+
+
+def test_the_spark_submit_job_gets_the_schema_files_shipped_with_the_pipeline(spark, mixed_pipeline) -> None:
+    """`eos-ingest run` submits the job with --files: the .avsc files (in schemas/ beside the YAML)
+    reach the driver flat, beside the pipeline file, and the job finds them there."""
+    config = mixed_pipeline("v2")
+
+    assert cli_main(["run", "--config", str(config.source), "--master", "local[1]"]) == 0
+
+    batch = ControlStore(config.control_db_url).list_batches(config.name, limit=10)[0]
+    assert (batch.status, batch.records_written, batch.records_quarantined) == (BatchStatus.COMMITTED, 5, 4)
+    assert spark.read.format("delta").load(str(config.output_path)).count() == 5
