@@ -15,6 +15,8 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
       schema: "id BIGINT, ts TIMESTAMP"   # Spark DDL: required for json, forbidden for raw and avro
       # avro: schema_file (reader .avsc, required), schema_registry {url, username, password,
       # timeout_seconds} and/or writer_schemas {id: .avsc}; paths relative to this file
+    key: {format: raw}             # raw (kafka_key BINARY) | string (UTF-8 text)
+    metadata: {headers: none, timestamp_type: false}   # headers: none | map | array (docs/formats.md)
     output:
       path: tables/demo            # default tables/<name>; relative paths are under the state folder;
                                    # or s3a://bucket/prefix (docs/object-storage.md; PostgreSQL control DB)
@@ -101,6 +103,18 @@ class ValueConfig:
 
 
 @dataclass(frozen=True)
+class MetadataConfig:
+    """Kafka metadata as columns: the key's format (raw bytes or text), the headers (none, a map
+    of key to value bytes, the last value of a repeated key winning, or Spark's array of
+    key/value structs) and the timestamp type (0 CreateTime, 1 LogAppendTime). The defaults
+    add nothing and keep kafka_key as bytes: the columns of a table made before them."""
+
+    key_format: str = "raw"
+    headers: str = "none"
+    timestamp_type: bool = False
+
+
+@dataclass(frozen=True)
 class OutputConfig:
     """Where batches land: absolute Delta table paths (or s3a:// URIs) and the partition columns."""
 
@@ -130,6 +144,7 @@ class PipelineConfig:
     kafka_is_default: bool = field(default=False, compare=False)
     # Airflow connection of type aws whose access joins the AWS_* variables (aws_conn.py); None = none.
     aws_conn_id: str | None = field(default=None)
+    metadata: MetadataConfig = field(default_factory=MetadataConfig)
 
     @property
     def output_path(self) -> TableLocation:
@@ -304,6 +319,7 @@ class _Loader:
             start_from=model.start_from,
             max_records_per_partition=model.max_records_per_partition,
             value=_value_config(value),
+            metadata=MetadataConfig(model.key.format, model.metadata.headers, model.metadata.timestamp_type),
             output=OutputConfig(output.path, output.quarantine_path, tuple(output.partition_by)),
             control_db_url=model.control_db_url,
             schedule=model.schedule,

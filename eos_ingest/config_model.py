@@ -369,6 +369,32 @@ class ValueSection(_Section):
         return tuple(parse_ddl(self.schema_)) if self.format == "json" and self.schema_ else ()
 
 
+HEADER_SHAPES = ("none", "map", "array")
+KEY_FORMATS = ("raw", "string")
+
+
+class KeySection(_Section):
+    """`key:` -- the kafka_key column: raw bytes (default, as before) or UTF-8 text."""
+
+    format: Annotated[str, _choice(KEY_FORMATS)] = "raw"
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        value = value.lower() == "true"  # what a ${VAR} gives is always a string
+    if not isinstance(value, bool):
+        raise problem("use true or false")
+    return value
+
+
+class MetadataSection(_Section):
+    """`metadata:` -- Kafka metadata columns beyond the identity, timestamp and key; off by default,
+    so a table keeps the columns it had."""
+
+    headers: Annotated[str, _choice(HEADER_SHAPES)] = "none"
+    timestamp_type: Annotated[bool, BeforeValidator(_flag)] = False
+
+
 def _partition_list(value: Any) -> Any:
     if not isinstance(value, list):
         raise problem("give a list of columns, e.g. [event_date]")
@@ -401,7 +427,9 @@ class PipelineFile(_Section):
     aws_conn_id: Annotated[str | None, BeforeValidator(_conn_id)] = None
     start_from: Annotated[str, _choice(START_FROM)] = "earliest"
     max_records_per_partition: Annotated[int, BeforeValidator(_max_records)] = 100_000
+    key: KeySection = Field(default_factory=dict, validate_default=True)
     value: ValueSection = Field(default_factory=dict, validate_default=True)
+    metadata: MetadataSection = Field(default_factory=dict, validate_default=True)
     output: OutputSection = Field(default_factory=dict, validate_default=True)
     control_db_url: Annotated[str, BeforeValidator(_db_url)] = Field(default=None, validate_default=True)
     schedule: Annotated[str | None, BeforeValidator(check_schedule)] = "@hourly"
@@ -460,6 +488,8 @@ class PipelineFile(_Section):
             ("value",): ValueSection,
             ("output",): OutputSection,
             ("value", "schema_registry"): RegistrySection,
+            ("key",): KeySection,
+            ("metadata",): MetadataSection,
         }
         model = models.get(section)
         return [f.alias or n for n, f in model.model_fields.items()] if model else []
