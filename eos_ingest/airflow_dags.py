@@ -114,7 +114,7 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> None:
         from airflow.sdk.log import mask_secret
 
-        from eos_ingest import airflow_conn, aws_conn
+        from eos_ingest import airflow_conn, aws_conn, registry_conn
         from eos_ingest.object_storage import uses_object_store
         from eos_ingest.operations import open_store
         from eos_ingest.spark_session import local_jars
@@ -147,6 +147,14 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
                 )
             env[airflow_conn.KAFKA_SETTINGS_ENV] = airflow_conn.encode_settings(conn_settings)
             mask_secret(env[airflow_conn.KAFKA_SETTINGS_ENV])
+        with _library_errors():
+            registry_env = registry_conn.env_from_airflow(config)
+        if registry_env and master.startswith(("yarn", "k8s")):
+            raise AirflowFailException(
+                "the Schema Registry connection would reach spark-submit's command line on master "
+                f"{master}; give the driver its AIRFLOW_CONN_<ID> variable in the cluster instead"
+            )
+        env.update(registry_env)  # the job reads it as Airflow would (registry_conn.with_connection)
         with _library_errors():
             aws_vars = aws_conn.connection_from_airflow(config.aws_conn_id)
         if aws_vars and config.aws_conn_id:

@@ -105,7 +105,9 @@ def execute_batch(
     # The gate's independent count (a plain Kafka consumer) and GX's warm-up run beside the read.
     recount = None if gate_off else quality.start_recount(config, batch)
     log.info("batch %s: phase %s", batch_id, "read")
-    kafka_rows = read_ranges(spark, config.kafka_settings, batch.ranges)
+    kafka_rows = read_ranges(
+        spark, config.kafka_settings, batch.ranges, headers=config.metadata.headers != "none"
+    )
     # Persisted so the count, the table write and the quarantine write read Kafka once.
     parsed = parser.parse(kafka_rows, config, batch_id).persist(StorageLevel.MEMORY_AND_DISK)
     try:
@@ -132,7 +134,7 @@ def execute_batch(
         try:  # the table holds the batch now: whatever fails next must leave it planned
             quarantine_version = writer.replace_ranges(
                 spark,
-                parser.quarantine_rows(parsed),
+                parser.quarantine_rows(parsed, config),
                 str(config.quarantine_path),
                 batch.ranges,
                 batch_id,

@@ -11,8 +11,12 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
     start_from: earliest           # earliest | latest: where a partition never seen before starts
     max_records_per_partition: 100000   # offsets per partition per batch, >= 1
     value:
-      format: json                 # json (default) | raw
-      schema: "id BIGINT, ts TIMESTAMP"   # Spark DDL: required for json, forbidden for raw
+      format: json                 # json (default) | raw | avro (docs/formats.md)
+      schema: "id BIGINT, ts TIMESTAMP"   # Spark DDL: required for json, forbidden for raw and avro
+      # avro: schema_file (reader .avsc, required), schema_registry {url, username, password,
+      # timeout_seconds} and/or writer_schemas {id: .avsc}; paths relative to this file
+    key: {format: raw}             # raw (kafka_key BINARY) | string (UTF-8 text)
+    metadata: {headers: none, timestamp_type: false}   # headers: none | map | array (docs/formats.md)
     output:
       path: tables/demo            # default tables/<name>; relative paths are under the state folder;
                                    # or s3a://bucket/prefix (docs/object-storage.md; PostgreSQL control DB)
@@ -46,12 +50,21 @@ import yaml
 from pydantic import ValidationError
 
 from eos_ingest import paths
+from eos_ingest.avro_schema import load_schema_file, spark_ddl
 from eos_ingest.config_ddl import RESERVED_COLUMNS, hint, parse_ddl
-from eos_ingest.config_model import NAME, SCHEDULE_PRESETS, START_FROM, VALUE_FORMATS, PipelineFile
+from eos_ingest.config_model import (
+    NAME,
+    SCHEDULE_PRESETS,
+    START_FROM,
+    VALUE_FORMATS,
+    PipelineFile,
+    ValueSection,
+)
 from eos_ingest.errors import ConfigError
 from eos_ingest.network_fs import state_places, warn_once
 from eos_ingest.object_storage import TableLocation
 from eos_ingest.redact import is_secret_key, redact_text, redact_url, redact_value, secrets_of
+from eos_ingest.schema_registry import RegistrySettings
 
 __all__ = [
     "RESERVED_COLUMNS",
@@ -76,11 +89,29 @@ Problem = tuple[str, Any, str]
 
 @dataclass(frozen=True)
 class ValueConfig:
-    """How record values decode: ``json`` with the Spark DDL ``schema``, or ``raw`` bytes."""
+    """How record values decode: ``json`` with the Spark DDL ``schema``, ``raw`` bytes, or ``avro``
+    in the Schema Registry wire format into the reader schema ``avro_schema`` (JSON text; ``schema``
+    is then its Spark DDL), the writer schemas coming from ``registry``."""
 
     format: str
     schema: str | None
     columns: tuple[tuple[str, str], ...]
+    avro_schema: str | None = None
+    registry: RegistrySettings | None = None
+    # The .avsc files read (reader, then writers): a spark-submit ships them beside the pipeline file.
+    schema_files: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class MetadataConfig:
+    """Kafka metadata as columns: the key's format (raw bytes or text), the headers (none, a map
+    of key to value bytes, the last value of a repeated key winning, or Spark's array of
+    key/value structs) and the timestamp type (0 CreateTime, 1 LogAppendTime). The defaults
+    add nothing and keep kafka_key as bytes: the columns of a table made before them."""
+
+    key_format: str = "raw"
+    headers: str = "none"
+    timestamp_type: bool = False
 
 
 @dataclass(frozen=True)
@@ -113,6 +144,7 @@ class PipelineConfig:
     kafka_is_default: bool = field(default=False, compare=False)
     # Airflow connection of type aws whose access joins the AWS_* variables (aws_conn.py); None = none.
     aws_conn_id: str | None = field(default=None)
+    metadata: MetadataConfig = field(default_factory=MetadataConfig)
 
     @property
     def output_path(self) -> TableLocation:
@@ -139,6 +171,10 @@ class PipelineConfig:
         shown: dict[str, Any] = json.loads(json.dumps(asdict(self), default=str))
         shown["kafka"] = {k: "***" if is_secret_key(k) else v for k, v in self.kafka.items()}
         shown["control_db_url"] = redact_url(self.control_db_url)
+        registry = shown["value"].get("registry")
+        if registry:
+            registry["password"] = "***" if registry.get("password") else None
+            registry["files"] = sorted(registry.get("files") or {})  # the ids; the texts are long
         return shown
 
 
@@ -257,7 +293,8 @@ class _Loader:
         doc = self.expand(raw, "")
         self.secrets = secrets_of(raw) + secrets_of(doc)
         try:
-            model = PipelineFile.model_validate(doc, context={"stem": self.path.stem})
+            context = {"stem": self.path.stem, "folder": self.path.resolve().parent}
+            model = PipelineFile.model_validate(doc, context=context)
         except ValidationError as e:
             # A key whose ${VAR} is unset is reported once, for the variable.
             unset = [key for key, _, _ in self.problems]
@@ -281,13 +318,39 @@ class _Loader:
             aws_conn_id=model.aws_conn_id,
             start_from=model.start_from,
             max_records_per_partition=model.max_records_per_partition,
-            value=ValueConfig(format=value.format, schema=value.schema_, columns=value.columns),
+            value=_value_config(value),
+            metadata=MetadataConfig(model.key.format, model.metadata.headers, model.metadata.timestamp_type),
             output=OutputConfig(output.path, output.quarantine_path, tuple(output.partition_by)),
             control_db_url=model.control_db_url,
             schedule=model.schedule,
             expectations=tuple(model.expectations),
             source=self.path.resolve(),
         )
+
+
+def _value_config(value: ValueSection) -> ValueConfig:
+    if value.format != "avro":
+        return ValueConfig(format=value.format, schema=value.schema_, columns=value.columns)
+    reader = value.reader_schema
+    assert reader is not None  # the model requires schema_file for avro
+    sr = value.schema_registry
+    registry = RegistrySettings(
+        url=sr.url if sr else None,
+        username=sr.username if sr else None,
+        password=sr.password if sr else None,
+        timeout_seconds=sr.timeout_seconds if sr else 10.0,
+        conn_id=sr.conn_id if sr else None,
+        files={i: load_schema_file(path) for i, path in value.writer_schemas.items()},
+    )
+    assert value.schema_file is not None
+    return ValueConfig(
+        "avro",
+        spark_ddl(reader),
+        value.columns,
+        avro_schema=reader,
+        registry=registry,
+        schema_files=(value.schema_file, *value.writer_schemas.values()),
+    )
 
 
 def _problem(error: Any) -> Problem:

@@ -8,6 +8,7 @@ it into the frozen PipelineConfig the rest of the package uses.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from datetime import datetime
@@ -27,13 +28,14 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from eos_ingest import gx_types, paths
+from eos_ingest.avro_schema import AvroSchemaError, load_schema_file, spark_ddl
 from eos_ingest.config_ddl import base_type, hint, parse_ddl
 from eos_ingest.dag_ids import BACKFILL_PREFIX
 from eos_ingest.object_storage import TableLocation, is_object_store
 
 START_FROM = ("earliest", "latest")
 CONTROL_DB_ENV = "EOS_CONTROL_DB_URL"  # the control DB of pipelines whose file names none
-VALUE_FORMATS = ("json", "raw")
+VALUE_FORMATS = ("json", "raw", "avro")
 SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly",
                     "@yearly")  # fmt: skip
 _UNPARTITIONABLE = ("ARRAY", "MAP", "STRUCT", "BINARY", "VARIANT")  # Spark refuses them as partitions
@@ -227,11 +229,85 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _schema_path(value: Any, info: ValidationInfo) -> Path:
+    """An .avsc path; a relative one is beside the pipeline file (as it is shipped with it)."""
+    if not (isinstance(value, str) and value.strip()):
+        raise problem("give the path of an Avro schema file (.avsc)")
+    folder = Path((info.context or {}).get("folder") or Path.cwd())
+    path = Path(value).expanduser()
+    path = (path if path.is_absolute() else folder / path).resolve()
+    # A spark-submit job gets the pipeline file and its schema files side by side (submit.shipped).
+    beside = folder / path.name
+    return beside if not path.exists() and beside.is_file() else path
+
+
+def _avro_text(path: Path) -> str:
+    try:
+        return load_schema_file(path)
+    except AvroSchemaError as e:
+        raise problem(f"{e}; give an Avro record schema (.avsc)", value=str(path)) from None
+
+
+def _url(value: Any, info: ValidationInfo) -> str | None:
+    if value is None and info.data.get("conn_id"):
+        return None  # the connection gives it
+    if not (isinstance(value, str) and re.match(r"https?://[^/\s]+", value)):
+        raise problem(
+            "use http(s)://host:port of a Schema Registry (Confluent REST API), e.g. http://127.0.0.1:8081"
+        )
+    if "@" in value.split("://", 1)[1].split("/", 1)[0]:  # never echo it: it holds credentials
+        raise problem("no credentials in the url: set username and password", value="http://***@…")
+    return value.rstrip("/")
+
+
+def _timeout(value: Any) -> float:
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = float(value)  # what a ${VAR} gives is always a string
+    if not (isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 300):
+        raise problem("use seconds, more than 0 and at most 300, e.g. 10")
+    return float(value)
+
+
+class RegistrySection(_Section):
+    """`value.schema_registry:` -- where writer schemas are looked up by id."""
+
+    # An Airflow connection (host, port, login, password) joined with the keys below (registry_conn.py).
+    conn_id: Annotated[str | None, BeforeValidator(_conn_id)] = None
+    url: Annotated[str | None, BeforeValidator(_url)] = Field(default=None, validate_default=True)
+    username: str | None = None  # basic auth, e.g. ${SCHEMA_REGISTRY_USER}
+    password: str | None = None  # e.g. ${SCHEMA_REGISTRY_PASSWORD}; never shown
+    timeout_seconds: Annotated[float, BeforeValidator(_timeout)] = 10.0
+
+
+def _writer_schemas(value: Any, info: ValidationInfo) -> dict[int, Path]:
+    if not isinstance(value, dict):
+        raise problem("give a mapping of schema id to .avsc path, e.g. {1: schemas/orders_v1.avsc}")
+    out: dict[int, Path] = {}
+    for key, path in value.items():
+        if not (isinstance(key, int) or (isinstance(key, str) and key.isdigit())):
+            raise problem("a schema id is a whole number >= 0", at=f".{key}", value=key)
+        try:
+            out[int(key)] = _schema_path(path, info)
+            _avro_text(out[int(key)])
+        except PydanticCustomError as e:
+            raise problem(str(e), at=f".{key}", value=path) from None
+    return out
+
+
 class ValueSection(_Section):
-    """`value:` -- json with a Spark DDL schema, or raw bytes."""
+    """`value:` -- json with a Spark DDL schema, raw bytes, or Avro in the Schema Registry wire format."""
 
     format: Annotated[str, _choice(VALUE_FORMATS)] = "json"
     schema_: str | None = Field(default=None, alias="schema", validate_default=True)
+    # avro: the reader schema (table columns), and where each record's writer schema comes from.
+    schema_file: Annotated[Path | None, BeforeValidator(_schema_path)] = Field(
+        default=None, validate_default=True
+    )
+    schema_registry: RegistrySection | None = None
+    writer_schemas: Annotated[dict[int, Path], BeforeValidator(_writer_schemas)] = Field(
+        default={}, validate_default=True
+    )
 
     @field_validator("schema_", mode="before")
     @classmethod
@@ -239,6 +315,8 @@ class ValueSection(_Section):
         fmt = info.data.get("format")  # absent when it was refused: nothing to check against
         if fmt == "raw" and schema is not None:
             raise problem("remove it (raw values stay bytes) or use format json")
+        if fmt == "avro" and schema is not None:
+            raise problem("remove it: Avro columns come from value.schema_file (the reader schema)")
         if fmt == "json":
             if not (isinstance(schema, str) and schema.strip()):
                 raise problem('give the Spark DDL of the values, e.g. "id BIGINT, name STRING"')
@@ -248,9 +326,75 @@ class ValueSection(_Section):
                 raise problem(str(e)) from None
         return schema
 
+    @field_validator("schema_file", mode="wrap")
+    @classmethod
+    def _schema_file(cls, value: Any, handler: Any, info: ValidationInfo) -> Path | None:
+        fmt = info.data.get("format")
+        if fmt != "avro":
+            if value is not None:
+                raise problem("remove it, or use format avro (it is the Avro reader schema)")
+            return None
+        if value is None:
+            raise problem("give the reader schema of the values, e.g. schemas/orders.avsc (an Avro record)")
+        path: Path = handler(value)
+        try:
+            parse_ddl(spark_ddl(_avro_text(path)))  # the same column rules as a json schema
+        except ValueError as e:
+            raise problem(str(e), value=str(path)) from None
+        return path
+
+    @field_validator("schema_registry", "writer_schemas", mode="after")
+    @classmethod
+    def _avro_only(cls, value: Any, info: ValidationInfo) -> Any:
+        fmt = info.data.get("format")
+        if value and fmt != "avro":
+            raise problem("remove it, or use format avro")
+        registry_absent = "schema_registry" in info.data and info.data["schema_registry"] is None
+        if fmt == "avro" and info.field_name == "writer_schemas" and not value and registry_absent:
+            raise problem(
+                "Avro needs the writer schemas: give value.schema_registry.url, or value.writer_schemas "
+                "({<schema id>: <.avsc path>}) when there is no registry",
+                value=None,
+            )
+        return value
+
+    @property
+    def reader_schema(self) -> str | None:
+        """The Avro reader schema's JSON text (format avro)."""
+        return load_schema_file(self.schema_file) if self.format == "avro" and self.schema_file else None
+
     @property
     def columns(self) -> tuple[tuple[str, str], ...]:
+        if self.format == "avro":
+            text = self.reader_schema
+            return tuple(parse_ddl(spark_ddl(text))) if text else ()
         return tuple(parse_ddl(self.schema_)) if self.format == "json" and self.schema_ else ()
+
+
+HEADER_SHAPES = ("none", "map", "array")
+KEY_FORMATS = ("raw", "string")
+
+
+class KeySection(_Section):
+    """`key:` -- the kafka_key column: raw bytes (default, as before) or UTF-8 text."""
+
+    format: Annotated[str, _choice(KEY_FORMATS)] = "raw"
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        value = value.lower() == "true"  # what a ${VAR} gives is always a string
+    if not isinstance(value, bool):
+        raise problem("use true or false")
+    return value
+
+
+class MetadataSection(_Section):
+    """`metadata:` -- Kafka metadata columns beyond the identity, timestamp and key; off by default,
+    so a table keeps the columns it had."""
+
+    headers: Annotated[str, _choice(HEADER_SHAPES)] = "none"
+    timestamp_type: Annotated[bool, BeforeValidator(_flag)] = False
 
 
 def _partition_list(value: Any) -> Any:
@@ -285,7 +429,9 @@ class PipelineFile(_Section):
     aws_conn_id: Annotated[str | None, BeforeValidator(_conn_id)] = None
     start_from: Annotated[str, _choice(START_FROM)] = "earliest"
     max_records_per_partition: Annotated[int, BeforeValidator(_max_records)] = 100_000
+    key: KeySection = Field(default_factory=dict, validate_default=True)
     value: ValueSection = Field(default_factory=dict, validate_default=True)
+    metadata: MetadataSection = Field(default_factory=dict, validate_default=True)
     output: OutputSection = Field(default_factory=dict, validate_default=True)
     control_db_url: Annotated[str, BeforeValidator(_db_url)] = Field(default=None, validate_default=True)
     schedule: Annotated[str | None, BeforeValidator(check_schedule)] = "@hourly"
@@ -343,6 +489,9 @@ class PipelineFile(_Section):
             (): cls,
             ("value",): ValueSection,
             ("output",): OutputSection,
+            ("value", "schema_registry"): RegistrySection,
+            ("key",): KeySection,
+            ("metadata",): MetadataSection,
         }
         model = models.get(section)
         return [f.alias or n for n, f in model.model_fields.items()] if model else []

@@ -56,6 +56,16 @@ class KafkaAccessError(EosIngestError):
     settings need a person."""
 
 
+class SchemaRegistryUnavailableError(EosIngestError):
+    """The Schema Registry did not answer (or answered 5xx): the batch stays planned for a retry."""
+
+    retriable = True
+
+
+class SchemaRegistryRefusedError(EosIngestError):
+    """The Schema Registry refused the request (401/403, another 4xx): fix its url or credentials."""
+
+
 class ControlStoreUnavailableError(EosIngestError):
     """The control database did not answer within the bounded retries."""
 

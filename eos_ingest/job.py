@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from eos_ingest import quality
+from eos_ingest import quality, registry_conn
 from eos_ingest.airflow_conn import KAFKA_SETTINGS_ENV, with_kafka_overrides
 from eos_ingest.batch_sequence import GATE_OFF_ENV, BatchResult, run_fenced
 from eos_ingest.config import load_pipeline
@@ -80,6 +80,7 @@ def run_job(
         path = config_path if config_path is not None else shipped_file(str(config_file))
         # Kafka settings of the Airflow connection come in the environment, never on the command line.
         config = with_kafka_overrides(load_pipeline(path), os.environ.get(KAFKA_SETTINGS_ENV))
+        config = registry_conn.with_connection(config, os.environ)  # value.schema_registry.conn_id
         store = ControlStore(config.control_db_url)
         store.ensure_schema()
         first = store.get_pipeline_batch(config.name, batch_id)  # never write another pipeline's ranges

@@ -25,17 +25,39 @@ _ERROR = "_eos_error"
 INTERNAL_COLUMNS = ("raw_value", _ERROR, _CORRUPT)
 
 
-def _meta(batch_id: int) -> list[Column]:
+def meta_columns(config: PipelineConfig) -> tuple[str, ...]:
+    """META_COLUMNS, then the optional metadata columns the pipeline asks for (config.metadata)."""
+    extra = ("kafka_headers",) if config.metadata.headers != "none" else ()
+    return (*META_COLUMNS, *extra, *(("kafka_timestamp_type",) if config.metadata.timestamp_type else ()))
+
+
+# Keeps the last header of each key: a later element with the same key drops an earlier one, so
+# map_from_entries never sees a duplicate (Spark refuses duplicate map keys by default).
+_LAST_HEADER_WINS = (
+    "map_from_entries(filter(headers, (h, i) -> NOT exists(slice(headers, i + 2, size(headers)), "
+    "x -> x.key = h.key)))"
+)
+
+
+def _meta(batch_id: int, config: PipelineConfig) -> list[Column]:
     from pyspark.sql import functions as F
 
-    return [
+    key = F.col("key").cast("string") if config.metadata.key_format == "string" else F.col("key")
+    columns = [
         F.col("topic").alias("kafka_topic"),
         F.col("partition").alias("kafka_partition"),
         F.col("offset").alias("kafka_offset"),
         F.col("timestamp").alias("kafka_timestamp"),
-        F.col("key").alias("kafka_key"),
+        key.alias("kafka_key"),
         F.lit(batch_id).cast("bigint").alias("batch_id"),
     ]
+    if config.metadata.headers == "array":
+        columns.append(F.col("headers").alias("kafka_headers"))
+    elif config.metadata.headers == "map":
+        columns.append(F.expr(_LAST_HEADER_WINS).alias("kafka_headers"))
+    if config.metadata.timestamp_type:
+        columns.append(F.col("timestampType").alias("kafka_timestamp_type"))
+    return columns
 
 
 def parse(kafka_rows: DataFrame, config: PipelineConfig, batch_id: int) -> DataFrame:
@@ -45,11 +67,15 @@ def parse(kafka_rows: DataFrame, config: PipelineConfig, batch_id: int) -> DataF
     payload_names = [name for name, _ in config.payload_columns]
     if config.value.format == "raw":
         return kafka_rows.select(
-            *_meta(batch_id),
+            *_meta(batch_id, config),
             F.col("value").alias("value"),
             F.lit(None).cast("binary").alias("raw_value"),  # only a quarantined row keeps it
             F.lit(None).cast("string").alias(_ERROR),
         )
+    if config.value.format == "avro":
+        from eos_ingest import avro_decode
+
+        return avro_decode.parse(kafka_rows, config, _meta(batch_id, config), _ERROR)
     ddl = f"{config.value.schema}, {_CORRUPT} STRING"
     text = F.col("value").cast("string")
     parsed = F.from_json(text, ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
@@ -62,7 +88,7 @@ def parse(kafka_rows: DataFrame, config: PipelineConfig, batch_id: int) -> DataF
         .otherwise(F.lit(f"value does not match the declared schema: {config.value.schema}"))
     )
     return kafka_rows.select(*[F.col(c) for c in kafka_rows.columns], parsed.alias("_parsed")).select(
-        *_meta(batch_id),
+        *_meta(batch_id, config),
         *[F.col(f"_parsed.{name}").alias(name) for name in payload_names],
         # Only a quarantined row keeps its raw value: the job caches this frame, and the raw bytes
         # of every good row would double what the cache holds (and what building it costs).
@@ -77,16 +103,16 @@ def output_rows(parsed: DataFrame, config: PipelineConfig) -> DataFrame:
 
     payload = ["value"] if config.value.format == "raw" else [n for n, _ in config.payload_columns]
     return parsed.where(F.col(_ERROR).isNull()).select(
-        *META_COLUMNS, *payload, F.to_date(F.col("kafka_timestamp")).alias("event_date")
+        *meta_columns(config), *payload, F.to_date(F.col("kafka_timestamp")).alias("event_date")
     )
 
 
-def quarantine_rows(parsed: DataFrame) -> DataFrame:
-    """Rows that did not parse: identity, raw key and value, and why."""
+def quarantine_rows(parsed: DataFrame, config: PipelineConfig) -> DataFrame:
+    """Rows that did not parse: identity, key, metadata and raw value, and why."""
     from pyspark.sql import functions as F
 
     return parsed.where(F.col(_ERROR).isNotNull()).select(
-        *META_COLUMNS, "raw_value", F.col(_ERROR).alias("error")
+        *meta_columns(config), "raw_value", F.col(_ERROR).alias("error")
     )
 
 

@@ -23,9 +23,14 @@ def spark_kafka_options(kafka_settings: Mapping[str, str]) -> dict[str, str]:
 
 
 def read_ranges(
-    spark: SparkSession, kafka_settings: Mapping[str, str], ranges: Sequence[PlannedRange]
+    spark: SparkSession,
+    kafka_settings: Mapping[str, str],
+    ranges: Sequence[PlannedRange],
+    *,
+    headers: bool = False,
 ) -> DataFrame:
-    """The committed records of exactly `ranges` (empty ranges skipped) as Spark's Kafka rows."""
+    """The committed records of exactly `ranges` (empty ranges skipped) as Spark's Kafka rows;
+    with `headers`, their headers too (a column only pipelines that keep them pay for)."""
     non_empty = [r for r in ranges if r.end > r.start]
     if not non_empty:
         raise ValueError("read_ranges needs at least one non-empty range; an empty plan does no Spark work")
@@ -37,7 +42,7 @@ def read_ranges(
         .option("endingOffsets", ending)
         .option("kafka.isolation.level", "read_committed")
         .option("failOnDataLoss", "true")
-        .option("includeHeaders", "false")
+        .option("includeHeaders", "true" if headers else "false")
     )
     for key, value in spark_kafka_options(kafka_settings).items():
         reader = reader.option(key, value)

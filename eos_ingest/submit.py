@@ -12,6 +12,7 @@ from pathlib import Path
 
 import eos_ingest
 from eos_ingest import paths
+from eos_ingest.errors import ConfigError
 from eos_ingest.object_storage import LOG_STORE_CONF
 from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF, local_jars
 
@@ -112,9 +113,29 @@ def shipped(config_path: Path) -> dict[str, str]:
     package zip; files, the pipeline YAML, which the job reads by its name (job_args).
 
     The YAML goes as it is, ${VAR} and all: the job expands it on the driver, as before. Its text
-    never reaches the command line, only its path on the submitting machine.
+    never reaches the command line, only its path on the submitting machine. An Avro pipeline's
+    .avsc files go with it; the job finds them beside the YAML (config_model._schema_path).
     """
-    return {"py_files": str(package_zip()), "files": str(Path(config_path).resolve())}
+    files = [Path(config_path).resolve(), *avro_schema_files(config_path)]
+    return {"py_files": str(package_zip()), "files": ",".join(str(f) for f in files)}
+
+
+def avro_schema_files(config_path: Path) -> list[Path]:
+    """The schema files an Avro pipeline reads; they are shipped flat, so two of one name clash."""
+    from eos_ingest.config import load_pipeline
+
+    try:
+        files = list(dict.fromkeys(load_pipeline(config_path).value.schema_files))
+    except ConfigError:
+        return []  # the job loads the file again and reports what is wrong with it
+    names = [f.name for f in files]
+    clash = sorted({n for n in names if names.count(n) > 1})
+    if clash:
+        raise ConfigError(
+            f"{config_path}: schema files {', '.join(clash)} have the same name in different folders; "
+            "spark-submit ships files by name, so rename one"
+        )
+    return files
 
 
 def ship_args(config_path: Path) -> list[str]:

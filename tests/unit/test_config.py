@@ -168,7 +168,7 @@ INVALID = [
     pytest.param(with_(max_records_per_partition=0), "max_records_per_partition", "0", ">= 1", id="max-zero"),
     pytest.param(with_(max_records_per_partition="lots"), "max_records_per_partition", "'lots'", ">= 1", id="max-text"),
     pytest.param(with_(max_records_per_partition=True), "max_records_per_partition", "True", ">= 1", id="max-bool"),
-    pytest.param(with_(value__format="avro"), "value.format", "'avro'", "use 'json' or 'raw'", id="format"),
+    pytest.param(with_(value__format="protobuf"), "value.format", "'protobuf'", "use 'json' or 'raw' or 'avro'", id="format"),
     pytest.param(with_(value__schema=...), "value.schema", "None", "Spark DDL", id="schema-missing-for-json"),
     pytest.param(with_(value=...), "value.schema", "None", "Spark DDL", id="value-missing"),
     pytest.param(with_(value={"format": "raw", "schema": "a INT"}), "value.schema", "'a INT'", "remove it", id="schema-with-raw"),
@@ -208,6 +208,11 @@ INVALID = [
     pytest.param(with_(value__shema="a INT"), "value.shema", "'a INT'", "did you mean 'schema'", id="unknown-nested-key"),
     pytest.param(with_(output={"partition": []}), "output.partition", "[]", "did you mean 'partition_by'", id="unknown-output-key"),
     pytest.param(with_(colour="blue"), "colour", "'blue'", "unknown key; known: name, topics", id="unknown-key-no-hint"),
+    pytest.param(with_(key={"format": "avro"}), "key.format", "'avro'", "use 'raw' or 'string'", id="key-format"),
+    pytest.param(with_(metadata={"headers": "list"}), "metadata.headers", "'list'", "use 'none' or 'map' or 'array'", id="headers-shape"),
+    pytest.param(with_(metadata={"timestamp_type": "yes"}), "metadata.timestamp_type", "'yes'", "use true or false", id="timestamp-type"),
+    pytest.param(with_(metadata={"header": "map"}), "metadata.header", "'map'", "did you mean 'headers'", id="metadata-unknown-key"),
+    pytest.param(with_(value__schema="kafka_headers STRING"), "value.schema", "'kafka_headers STRING'", "rename it", id="schema-reserved-headers"),
 ]  # fmt: skip
 
 

@@ -69,3 +69,15 @@ def test_hadoop_aws_and_the_coordinator_match_pyspark_hadoop_and_delta() -> None
     assert pom_property("delta-jdbc-logstore", "delta.version") == version("delta-spark")
     assert (paths.s3a_jars_dir() / f"hadoop-aws-{hadoop}.jar").exists()
     assert (paths.s3a_jars_dir() / "eos-delta-jdbc-logstore.jar").exists()
+
+
+def test_spark_avro_jar_is_a_patch_of_pyspark_s_minor() -> None:
+    """spark-avro is pinned apart (the newest 4.1 patch served: 4.1.1); from_avro must come from
+    pyspark's own minor release, and the jar must be fetched."""
+    import pyspark
+
+    text = (paths.REPO_ROOT / "jvm" / "spark-connectors" / "pom.xml").read_text()
+    match = re.search(r"<artifactId>spark-avro_2\.13</artifactId>\s*<version>([^<]+)</version>", text)
+    assert match, "jvm/spark-connectors/pom.xml pins no spark-avro_2.13 version"
+    assert match.group(1).split(".")[:2] == pyspark.__version__.split(".")[:2]
+    assert (paths.spark_jars_dir() / f"spark-avro_2.13-{match.group(1)}.jar").exists()

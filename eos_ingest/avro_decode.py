@@ -1,0 +1,131 @@
+"""Avro values in the Schema Registry wire format, decoded with Spark's from_avro into the reader schema.
+
+A value is the magic byte 0, a 4-byte big-endian schema id, then the Avro body written with that
+writer schema. The job collects the distinct ids of the batch (one small Spark job), resolves
+each once on the driver (schema_registry.py), checks each writer against the pipeline's reader
+schema with Avro's own resolution rules (org.apache.avro.SchemaCompatibility, on Spark's JVM),
+and decodes every row with its writer schema and the reader schema
+(from_avro(body, writer, {"avroSchema": reader})), one CASE branch per id. A row whose value is
+not in the wire format, whose id is unknown or incompatible, or whose body does not decode
+(PERMISSIVE mode gives null) gets the reason in the error column: parser.py sends it to
+quarantine, so nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import operator
+from typing import TYPE_CHECKING
+
+from eos_ingest import schema_registry
+from eos_ingest.avro_schema import required_fields
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from eos_ingest.config import PipelineConfig
+
+log = logging.getLogger(__name__)
+
+_ID = "_eos_schema_id"
+_DECODED = "_eos_decoded"
+WIRE_FORMAT = "magic byte 0, a 4-byte schema id, then the Avro body"
+
+
+def compatibility(spark: SparkSession, writer: str, reader: str) -> str | None:
+    """None when `reader` can read what `writer` wrote (Avro's resolution rules); else why not."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    avro = jvm.org.apache.avro
+    try:
+        writer_schema = avro.Schema.Parser().parse(writer)
+        reader_schema = avro.Schema.Parser().parse(reader)
+    except Exception as e:  # py4j's error wraps the parser's SchemaParseException
+        return f"the writer schema is not a valid Avro schema: {str(e).splitlines()[0]}"
+    result = avro.SchemaCompatibility.checkReaderWriterCompatibility(reader_schema, writer_schema)
+    if result.getType().toString() == "COMPATIBLE":
+        return None
+    problems = [f"{i.getMessage()} at {i.getLocation()}" for i in result.getResult().getIncompatibilities()]
+    return "; ".join(problems) or str(result.getDescription())
+
+
+def parse(kafka_rows: DataFrame, config: PipelineConfig, meta: list[Column], error_column: str) -> DataFrame:
+    """The output columns of the reader schema, `raw_value` and `error_column` (see parser.parse)."""
+    from pyspark.sql import functions as F
+
+    reader = config.value.avro_schema
+    registry = config.value.registry
+    assert reader is not None and registry is not None  # config.py fills both for avro
+    value = F.col("value")
+    framed_ok = value.isNotNull() & (F.length(value) >= 5) & (F.hex(F.substring(value, 1, 1)) == "00")
+    framed = kafka_rows.select(
+        *[F.col(c) for c in kafka_rows.columns],
+        F.when(framed_ok, F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("bigint")).alias(_ID),
+        F.when(framed_ok, F.expr("substring(value, 6)")).alias("_eos_body"),
+    )
+    # One pass over the batch for its ids: a handful of values, resolved once each.
+    ids = sorted(int(r[0]) for r in framed.where(F.col(_ID).isNotNull()).select(_ID).distinct().collect())
+    writers = schema_registry.resolve(registry, ids)
+    spark = kafka_rows.sparkSession
+    refused: dict[int, str] = {}
+    decoders: list[tuple[int, str]] = []
+    for schema_id, writer in writers.items():
+        if writer is None:
+            refused[schema_id] = f"unknown schema id {schema_id}: no writer schema for it"
+            continue
+        why = compatibility(spark, writer, reader)
+        if why is None:
+            decoders.append((schema_id, writer))
+        else:
+            refused[schema_id] = f"writer schema id {schema_id} is incompatible with the reader schema: {why}"
+    log.info("avro: schema ids %s; decoding %s; refused %s", ids, [i for i, _ in decoders], refused)
+
+    struct = "STRUCT<" + ", ".join(f"`{n}`: {t}" for n, t in config.payload_columns) + ">"
+    decoded = _case(decoders, reader, struct)
+
+    error = F.when(value.isNull(), F.lit("null value (tombstone): an Avro value was expected")).when(
+        F.col(_ID).isNull(), F.lit(f"value is not in the Schema Registry wire format ({WIRE_FORMAT})")
+    )
+    for schema_id, why in sorted(refused.items()):
+        error = error.when(F.col(_ID) == schema_id, F.lit(why))
+    error = error.when(
+        _failed(config.payload_columns, required_fields(reader)),
+        F.concat(F.lit("Avro body does not decode with writer schema id "), F.col(_ID).cast("string")),
+    )
+    payload_names = [name for name, _ in config.payload_columns]
+    return framed.select(*[F.col(c) for c in framed.columns], decoded.alias(_DECODED)).select(
+        *meta,
+        *[F.col(f"{_DECODED}.`{name}`").alias(name) for name in payload_names],
+        F.when(error.isNotNull(), value).alias("raw_value"),
+        error.alias(error_column),
+    )
+
+
+def _failed(columns: list[tuple[str, str]], required: list[str]) -> Column:
+    """True where from_avro did not decode: in PERMISSIVE mode it then gives a struct whose every
+    field is null. A field the reader schema says cannot be null tells it apart from a record
+    that decoded; a reader whose fields are all nullable cannot, and an all-null record counts
+    as not decoded (docs/formats.md)."""
+    from pyspark.sql import functions as F
+
+    names = required or [n for n, _ in columns]
+    nulls = [F.col(f"{_DECODED}.`{n}`").isNull() for n in names]
+    return F.col(_DECODED).isNull() | functools.reduce(operator.or_ if required else operator.and_, nulls)
+
+
+def _case(decoders: list[tuple[int, str]], reader: str, struct: str) -> Column:
+    """CASE schema_id WHEN <id> THEN from_avro(body, <writer>, reader) ... END: only the branch
+    of a row's id runs; an id without a decoder gives null, settled by the error column first.
+    PERMISSIVE: a body that does not decode gives null instead of failing the job."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    options = {"avroSchema": reader, "mode": "PERMISSIVE"}
+    if not decoders:
+        return F.lit(None).cast(struct)  # typed, so the payload columns still resolve
+    (first_id, first), *rest = decoders
+    case = F.when(F.col(_ID) == first_id, from_avro(F.col("_eos_body"), first, options))
+    for schema_id, writer in rest:
+        case = case.when(F.col(_ID) == schema_id, from_avro(F.col("_eos_body"), writer, options))
+    return case
