@@ -172,6 +172,31 @@ def record_backfill(
     return create_backfill(config, store, request, airflow_run_id=airflow_run_id), request
 
 
+def maintain(
+    config: PipelineConfig,
+    store: ControlStore,
+    spark: Any,
+    *,
+    retention_hours: float | None = None,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """OPTIMIZE and VACUUM the pipeline's table and quarantine table (maintenance.maintain_table).
+
+    The VACUUM retention is checked against the pipeline's planned batches first
+    (maintenance.vacuum_retention_hours): a retention that a planned batch may still need raises
+    ConfigError before anything is changed."""
+    from eos_ingest.maintenance import maintain_table, vacuum_retention_hours
+
+    hours = vacuum_retention_hours(store.planned_batches(config.name), retention_hours)
+    return {
+        "pipeline": config.name,
+        "dry_run": dry_run,
+        "retention_hours": hours,
+        "table": maintain_table(spark, config.output_path, hours, dry_run=dry_run),
+        "quarantine": maintain_table(spark, config.quarantine_path, hours, dry_run=dry_run),
+    }
+
+
 def pipeline_status(config: PipelineConfig, store: ControlStore, *, batches: int = 10) -> dict[str, Any]:
     """status.pipeline_status with the planner's retried Kafka read: a broker that does not answer
     raises KafkaUnavailableError rather than giving a status without Kafka columns (the page's

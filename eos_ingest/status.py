@@ -38,6 +38,7 @@ from eos_ingest.config import PipelineConfig, default_pipelines_dir, load_pipeli
 from eos_ingest.control_store import Batch, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError
 from eos_ingest.kafka_offsets import fetch_partition_offsets
+from eos_ingest.maintenance import table_maintenance_status
 from eos_ingest.planner import PartitionOffsets, TopicPartition
 from eos_ingest.redact import redact_text, redact_tree, secrets_of
 
@@ -159,6 +160,8 @@ def pipeline_status(
             "total_lag": None if kafka_error else sum(max(lag, 0) for lag in lags),
             "partitions": partitions,
             "batches": [batch_status(b) for b in recent],
+            # Per table: file count, bytes and the last OPTIMIZE / VACUUM (maintenance.py).
+            "tables": table_maintenance_status(config),
         }
     )
     return shown
