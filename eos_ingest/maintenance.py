@@ -146,14 +146,14 @@ def vacuum_retention_hours(
 
 
 def maintain_table(
-    spark: SparkSession, location: TableLocation, retention_hours: float, *, dry_run: bool = False
+    spark: SparkSession | None, location: TableLocation, retention_hours: float, *, dry_run: bool = False
 ) -> dict[str, Any] | None:
     """OPTIMIZE then VACUUM one Delta table (None if there is no table). Returns the figures
     before and after, the OPTIMIZE metrics and the files VACUUM deleted (or would delete).
 
     The whole table is compacted: Delta's bin-packing leaves files that are already large alone,
     so partitions no batch wrote since the last run cost only the listing. A dry run changes
-    nothing: it lists, with delta-rs, the files VACUUM would delete now."""
+    nothing: it lists, with delta-rs, the files VACUUM would delete now (and needs no `spark`)."""
     delta = delta_rs_table(location)
     if delta is None:
         return None
@@ -168,6 +168,8 @@ def maintain_table(
             "would_vacuum_files": len(doomed),
         }
 
+    if spark is None:
+        raise ValueError("maintain_table needs a Spark session unless dry_run")
     from delta.tables import DeltaTable as SparkDeltaTable
 
     table = SparkDeltaTable.forPath(spark, str(location))
