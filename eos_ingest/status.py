@@ -15,6 +15,9 @@ take, from where the planner starts it (planner.plan_ranges):
 * a new partition of a topic the pipeline already reads: LSO - log start, whatever ``start_from``
   says (the planner starts a partition added later at its log start, so no record is skipped).
 
+The age of the lag: for each lagging partition, the timestamp of the record at its committed
+offset (the oldest record not ingested yet), read once with a bound (oldest_unread).
+
 A status page must render while the broker is down: then the Kafka columns are empty and
 ``kafka_error`` says why, and the control DB part is still there.
 """

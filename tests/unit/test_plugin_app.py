@@ -188,6 +188,7 @@ def test_pipeline_page_shows_partitions_batches_and_links_the_data_docs_report(
     assert 'href="../data-docs/validations/demo/batch_1.html"' in page
     assert re.search(r"<td>orders</td><td class=\"num\">0</td><td class=\"num\">10</td>", page)
     assert "Kafka offsets unavailable" in page
+    assert 'class="pager"' not in page  # two batches: one page, no page links
     for batch_id in (site["b1"], site["b2"]):
         assert f'<td class="num">{batch_id}</td>' in page
 
