@@ -34,6 +34,7 @@ from airflow.sdk import DAG, Asset, BaseHook, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 
 from eos_ingest.config import PipelineConfig, default_pipelines_dir, load_pipeline
+from eos_ingest.dag_ids import backfill_dag_id, ingest_dag_id
 from eos_ingest.errors import ConfigError, EosIngestError
 from eos_ingest.object_storage import table_uri
 from eos_ingest.redact import redact_text
@@ -323,7 +324,7 @@ def ingest_dag(config: PipelineConfig) -> DAG:
         return batch.batch_id
 
     with DAG(
-        dag_id=f"eos_ingest__{config.name}",
+        dag_id=ingest_dag_id(config.name),
         schedule=config.schedule,
         start_date=datetime(2024, 1, 1, tzinfo=UTC),
         catchup=False,
@@ -394,7 +395,7 @@ def backfill_dag(config: PipelineConfig) -> DAG:
         return batch.batch_id
 
     with DAG(
-        dag_id=f"eos_backfill__{config.name}",
+        dag_id=backfill_dag_id(config.name),
         schedule=None,
         start_date=datetime(2024, 1, 1, tzinfo=UTC),
         catchup=False,

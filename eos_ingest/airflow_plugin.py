@@ -11,7 +11,9 @@ eos_ingest/templates/ (autoescaped). The API server mounts the app at /eos-inges
     /eos-ingest/api/pipelines/<name>    the same as JSON (eos_ingest.status.pipeline_status)
     /eos-ingest/data-docs/<path>        the Great Expectations Data Docs site, read-only
 
-Every endpoint requires a logged-in Airflow user (the session cookie of the UI, or a bearer token).
+Every endpoint requires a logged-in Airflow user (the session cookie of the UI, or a bearer token),
+and shows a pipeline only to a user that Airflow's auth manager lets read its DAGs
+(eos_ingest.page_access): the home page lists only those, the others answer 403.
 Links are relative, so the pages work under the UI's iframe and behind a proxy's base path.
 """
 
@@ -26,6 +28,8 @@ from urllib.parse import quote
 
 from airflow.plugins_manager import AirflowPlugin
 
+from eos_ingest.page_access import PipelineAccess, forbidden_reason
+
 if TYPE_CHECKING:
     import jinja2
     from fastapi import FastAPI
@@ -34,20 +38,38 @@ if TYPE_CHECKING:
 
 URL_PREFIX = "/eos-ingest"
 BATCHES_SHOWN = 20
+# Data Docs pages are GX's HTML: they pull jQuery, Bootstrap and Vega from CDNs and a logo that
+# reports the GX context's id. None of it is needed to read a report (the tables are static HTML),
+# so the site is served sandboxed (no script, no form, an opaque origin: no cookie, no API call)
+# and may load nothing but its own files.
+DATA_DOCS_HEADERS = {
+    "Content-Security-Policy": "sandbox; default-src 'none'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
 
 
 def build_app() -> FastAPI:
-    """The FastAPI app; every route needs an authenticated Airflow user."""
-    from airflow.api_fastapi.core_api.security import requires_authenticated
+    """The FastAPI app; every route needs an authenticated Airflow user, and read access to a
+    pipeline's DAGs to show anything of that pipeline."""
+    from airflow.api_fastapi.core_api.security import get_user, requires_authenticated
     from fastapi import Depends, FastAPI, HTTPException, Query, Request
     from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     from eos_ingest import status
     from eos_ingest.errors import ConfigError
+    from eos_ingest.page_access import request_access
     from eos_ingest.redact import redact_tree
 
     require_user = requires_authenticated()
+
+    user_dep = Depends(get_user)  # the user the login dependency resolved (cached per request)
+
+    def user_access(user: Any = user_dep) -> PipelineAccess:
+        return request_access(user)
+
     app = FastAPI(
         title="eos-ingest",
         dependencies=[Depends(require_user)],
@@ -55,7 +77,9 @@ def build_app() -> FastAPI:
         redoc_url=None,
         openapi_url=None,
     )
-    app.state.require_user = require_user  # tests override it (app.dependency_overrides)
+    # Tests override these two (app.dependency_overrides); the permission test runs them for real.
+    app.state.require_user, app.state.user_access = require_user, user_access
+    access_dep = Depends(user_access)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -66,13 +90,16 @@ def build_app() -> FastAPI:
         return HTMLResponse(body, exc.status_code, headers=exc.headers)
 
     def load_status(
-        name: str, batches: int, before: int | None = None, after: int | None = None
+        name: str, batches: int, access: PipelineAccess, before: int | None = None, after: int | None = None
     ) -> dict[str, Any]:
+        # Access first: a refusal must not tell whether the pipeline exists.
+        if not access.may_read(name):
+            raise HTTPException(403, forbidden_reason(name))
         try:
             file = status.find_pipeline_file(name, pipelines_dir())
             if file is None:
-                known = ", ".join(f.name for f in status.list_pipeline_files(pipelines_dir())) or "none"
-                raise HTTPException(404, f"no pipeline {name!r}; known: {known}")
+                names = access.readable(f.name for f in status.list_pipeline_files(pipelines_dir()))
+                raise HTTPException(404, f"no pipeline {name!r}; known: {', '.join(sorted(names)) or 'none'}")
         except ConfigError as exc:  # no pipelines folder
             raise HTTPException(404, str(exc)) from exc
         try:
@@ -80,15 +107,23 @@ def build_app() -> FastAPI:
         except _Unavailable as exc:
             raise HTTPException(exc.code, str(exc)) from exc
 
+    def data_docs_home(access: PipelineAccess) -> bool:
+        """Whether to link the Data Docs home page: it exists and lists no pipeline hidden from the user."""
+        return status.resolve_data_docs_file("index.html") is not None and access.may_read_whole_site(
+            status.data_docs_root()
+        )
+
     @app.get("/", response_class=HTMLResponse)
-    async def index() -> str:
+    async def index(access: PipelineAccess = access_dep) -> str:
         try:
             files = await asyncio.to_thread(status.list_pipeline_files, pipelines_dir())
         except ConfigError as exc:
             return render("index.html", rows=[], error=str(exc), data_docs=False)
+        readable = await asyncio.to_thread(access.readable, [f.name for f in files])
+        files = [f for f in files if f.name in readable]  # the others are not even named
         # One thread each: a broker that is down costs one timeout for the page, not one per pipeline.
         rows = await asyncio.gather(*(asyncio.to_thread(_summary, f) for f in files))
-        docs = status.resolve_data_docs_file("index.html") is not None
+        docs = await asyncio.to_thread(data_docs_home, access)
         return render("index.html", rows=rows, error=None, data_docs=docs)
 
     @app.get("/pipelines/{name}", response_class=HTMLResponse)
@@ -97,9 +132,10 @@ def build_app() -> FastAPI:
         batches: int = Query(BATCHES_SHOWN, ge=1, le=500),
         before: int | None = Query(None, ge=1),
         after: int | None = Query(None, ge=0),
+        access: PipelineAccess = access_dep,
     ) -> str:
-        shown = await asyncio.to_thread(load_status, name, batches, before, after)
-        docs = status.resolve_data_docs_file("index.html") is not None
+        shown = await asyncio.to_thread(load_status, name, batches, access, before, after)
+        docs = await asyncio.to_thread(data_docs_home, access)
         return render("pipeline.html", s=shown, batches=batches, data_docs=docs)
 
     @app.get("/api/pipelines/{name}")
@@ -108,17 +144,25 @@ def build_app() -> FastAPI:
         batches: int = Query(BATCHES_SHOWN, ge=1, le=500),
         before: int | None = Query(None, ge=1),
         after: int | None = Query(None, ge=0),
+        access: PipelineAccess = access_dep,
     ) -> dict[str, Any]:
-        found = await asyncio.to_thread(load_status, name, batches, before, after)
+        found = await asyncio.to_thread(load_status, name, batches, access, before, after)
         shown: dict[str, Any] = redact_tree(found)
         return shown
 
     @app.get("/data-docs/{path:path}")
-    def data_docs(path: str) -> FileResponse:  # sync: FastAPI runs it in its thread pool
-        file = status.resolve_data_docs_file(path or "index.html")
+    def data_docs(path: str, access: PipelineAccess = access_dep) -> FileResponse:  # sync: in a thread
+        path, root = path or "index.html", status.data_docs_root()
+        refused = HTTPException(403, f"you may not read the Data Docs page {path!r}: it shows a pipeline "
+                                "whose DAGs you may not read")  # fmt: skip
+        if not access.may_read_data_docs(path, root):  # before the lookup: a 404 would tell it exists
+            raise refused
+        file = status.resolve_data_docs_file(path)
         if file is None:
             raise HTTPException(404, f"no Data Docs page {path!r}")
-        return FileResponse(file)
+        if not access.may_read_data_docs(file.relative_to(root).as_posix(), root):  # via a symlink
+            raise refused
+        return FileResponse(file, headers=DATA_DOCS_HEADERS)
 
     return app
 

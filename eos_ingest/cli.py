@@ -118,16 +118,22 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from pyspark.sql import SparkSession
+
     from eos_ingest.object_storage import configure_session, uses_object_store
     from eos_ingest.spark_session import build_session
     from eos_ingest.verify import verify
 
     config = load_config(args)
     store = open_store(config)
-    spark = build_session(
+    # Called in a process that already has a session (a test, a notebook), verify borrows it and
+    # leaves it running: stopping it would break its owner's next Spark step.
+    borrowed = SparkSession.getActiveSession()
+    spark = borrowed or build_session(
         f"eos-ingest verify {config.name}", master="local[2]", object_storage=uses_object_store(config)
     )
-    spark.sparkContext.setLogLevel("ERROR")
+    if borrowed is None:
+        spark.sparkContext.setLogLevel("ERROR")
     try:
         configure_session(spark, config)
         report = verify(
@@ -138,7 +144,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
             config.topics,
         )
     finally:
-        spark.stop()
+        if borrowed is None:
+            spark.stop()
     print(json.dumps({"pipeline": config.name, **report.to_dict()}, indent=2))
     return 0 if report.ok else 1
 

@@ -28,6 +28,7 @@ from pydantic_core import PydanticCustomError
 
 from eos_ingest import gx_types, paths
 from eos_ingest.config_ddl import base_type, hint, parse_ddl
+from eos_ingest.dag_ids import BACKFILL_PREFIX
 from eos_ingest.object_storage import TableLocation, is_object_store
 
 START_FROM = ("earliest", "latest")
@@ -37,8 +38,9 @@ SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@mo
                     "@yearly")  # fmt: skip
 _UNPARTITIONABLE = ("ARRAY", "MAP", "STRUCT", "BINARY", "VARIANT")  # Spark refuses them as partitions
 _BUILTIN_PARTITIONS = ("event_date", "kafka_topic", "kafka_partition")
-_DAG_PREFIX = "eos_backfill__"  # the longer of the two DAG id prefixes (eos_ingest/airflow_dags.py)
-_MAX_NAME = 250 - len(_DAG_PREFIX)  # Airflow refuses a DAG id longer than 250 characters
+_MAX_NAME = 250 - len(
+    BACKFILL_PREFIX
+)  # the longer DAG id prefix; Airflow refuses a DAG id longer than 250 characters
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 NAME = re.compile(r"[a-z0-9_]+")
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -73,7 +75,7 @@ def _name(value: Any, info: ValidationInfo) -> str:
         raise problem(f"set it to the file name {stem!r} ([a-z0-9_]+)")
     if len(value) > _MAX_NAME:
         raise problem(
-            f"use at most {_MAX_NAME} characters, so that the DAG id {_DAG_PREFIX}<name> fits Airflow"
+            f"use at most {_MAX_NAME} characters, so that the DAG id {BACKFILL_PREFIX}<name> fits Airflow"
         )
     return value
 

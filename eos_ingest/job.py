@@ -12,8 +12,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from eos_ingest import quality
 from eos_ingest.airflow_conn import KAFKA_SETTINGS_ENV, with_kafka_overrides
-from eos_ingest.batch_sequence import BatchResult, run_fenced
+from eos_ingest.batch_sequence import GATE_OFF_ENV, BatchResult, run_fenced
 from eos_ingest.config import load_pipeline
 from eos_ingest.control_store import BatchStatus, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError, FencedError, exit_code
@@ -68,6 +69,8 @@ def run_job(
     """
     from pyspark.sql import SparkSession
 
+    if os.environ.get(GATE_OFF_ENV) != "1":
+        quality.preload_gx()  # beside the session's start, not beside the read
     # A shipped file is on the driver only once the session has started; a path is read first,
     # so a bad file or another pipeline's batch is refused before Spark starts.
     if config_path is None:

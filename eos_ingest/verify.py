@@ -93,6 +93,9 @@ def committed_identity_stream(
 # interval at the end of the log costs no more than _POLL_S (the EOF event ends it).
 _CONSUME_BATCH = 10_000
 _POLL_S = 0.2
+# Rows of the output's sorted identity stream per Spark partition that the driver fetches whole:
+# ~8 MB of task result each, well under what a 1 GB driver keeps until Python reads it.
+ROWS_PER_CHUNK = 200_000
 
 
 def _interval_offsets(
@@ -134,12 +137,14 @@ def _interval_offsets(
 
 
 def output_row_stream(
-    spark: SparkSession, table_paths: Sequence[str], topics: Sequence[str]
+    spark: SparkSession, table_paths: Sequence[str], topics: Sequence[str], expected_rows: int = 0
 ) -> Iterator[tuple[Identity, int | None, int]]:
     """(identity, batch_id, rows) of `topics` across the Delta tables that exist, in identity order.
 
     Spark groups and sorts; the driver takes one sorted partition at a time (toLocalIterator), so
-    its memory does not grow with the table."""
+    its memory does not grow with the table. `expected_rows` sizes those partitions: with the
+    session's few shuffle partitions, 5M rows made chunks of 1.2M rows that the driver's block
+    manager evicted before Python fetched them (TaskResultLost)."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
@@ -154,7 +159,12 @@ def output_row_stream(
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame)
-    grouped = union.groupBy(*columns).count().orderBy(*columns)
+    chunks = max(
+        int(spark.conf.get("spark.sql.shuffle.partitions") or 1), -(-expected_rows // ROWS_PER_CHUNK)
+    )
+    grouped = (
+        union.groupBy(*columns).count().repartitionByRange(chunks, *columns).sortWithinPartitions(*columns)
+    )
     for row in grouped.toLocalIterator(prefetchPartitions=True):
         batch = None if row[3] is None else int(row[3])
         yield (row[0], int(row[1]), int(row[2])), batch, int(row[4])
@@ -286,7 +296,9 @@ def verify(
     readable, below = clip_to_log_start(spans, log_starts)
     return compare_streams(
         committed_identity_stream(kafka_settings, readable),
-        output_row_stream(spark, table_paths, topics),
+        output_row_stream(
+            spark, table_paths, topics, sum(end - start for ivs in spans.values() for start, end in ivs)
+        ),
         below,
         older_batches,
     )

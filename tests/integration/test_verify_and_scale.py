@@ -93,6 +93,24 @@ def test_verify_command_exits_non_zero_when_the_output_is_wrong(
 
 
 @sqlite_only
+def test_verify_in_a_process_with_a_session_leaves_that_session_running(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, capsys
+) -> None:
+    # In-process (a notebook, a test), `verify` used to stop the session it had been handed by
+    # getOrCreate, and the owner's next Spark step failed on a stopped SparkContext.
+    from eos_ingest.cli import main
+
+    topic = make_topic(partitions=1)
+    TxProducer(kafka_bootstrap).transaction(topic, rows(0, 5), commit=True)
+    config = make_pipeline([topic], control_db_url)
+    ingest_once(spark, config)
+
+    assert main(["verify", "--config", str(config.source)]) == 0
+    assert json.loads(capsys.readouterr().out)["expected"] == 5
+    assert spark.range(3).count() == 3
+
+
+@sqlite_only
 def test_100k_records_over_6_partitions_in_several_batches_end_with_no_duplicates_or_gaps(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:

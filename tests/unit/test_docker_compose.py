@@ -488,17 +488,11 @@ def test_postgres_init_creates_both_databases() -> None:
     assert (f"./{POSTGRES_INIT}", "/docker-entrypoint-initdb.d", True) in volumes(postgres), (
         f"{COMPOSE}: postgres should mount ./{POSTGRES_INIT} at /docker-entrypoint-initdb.d read-only"
     )
-    sql = "\n".join(p.read_text() for p in sorted((REPO / POSTGRES_INIT).glob("*.sql")))
+    sql = init_sql()
     databases = set(re.findall(r"CREATE\s+DATABASE\s+(\w+)", sql, re.IGNORECASE))
-    roles = dict(
-        re.findall(r"CREATE\s+(?:ROLE|USER)\s+(\w+)\b[^;]*?PASSWORD\s+'([^']*)'", sql, re.IGNORECASE)
-    )
     assert len(databases) >= 2, f"{POSTGRES_INIT}/*.sql should create the airflow and control databases"
-    urls = {}
-    for svc in airflow_services().values():
-        aenv = env(svc)
-        urls["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = aenv.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "")
-        urls["EOS_CONTROL_DB_URL"] = aenv.get("EOS_CONTROL_DB_URL", "")
+    roles = role_password_files()
+    urls = database_urls()
     for key, raw in urls.items():
         url = make_url(raw)
         assert url.get_backend_name() == "postgresql" and url.host == "postgres", (
@@ -508,14 +502,114 @@ def test_postgres_init_creates_both_databases() -> None:
             f"{COMPOSE}: {key} uses database {url.database!r}, which {POSTGRES_INIT}/*.sql does not create "
             f"(it creates {sorted(databases)})"
         )
-        assert roles.get(url.username) == url.password, (
+        assert url.username in roles, (
             f"{COMPOSE}: {key} logs in as {url.username!r}; {POSTGRES_INIT}/*.sql should create that role "
-            f"with the same password"
+            f"with a password read from a file of db-secrets (it creates {sorted(roles)})"
         )
     assert (
         make_url(urls["EOS_CONTROL_DB_URL"]).database
         != make_url(urls["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).database
     ), f"{COMPOSE}: the control tables and Airflow's metadata should be two databases"
+
+
+def init_sql() -> str:
+    return "\n".join(p.read_text() for p in sorted((REPO / POSTGRES_INIT).glob("*.sql")))
+
+
+def database_urls() -> dict[str, str]:
+    """The two PostgreSQL URLs every Airflow service has: Airflow's metadata and the control DB."""
+    urls = {}
+    for svc in airflow_services().values():
+        aenv = env(svc)
+        urls["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = aenv.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "")
+        urls["EOS_CONTROL_DB_URL"] = aenv.get("EOS_CONTROL_DB_URL", "")
+    return urls
+
+
+DB_SECRETS = "/run/eos-db-secrets"  # where the volume db-secrets is mounted (docker/db-secrets.sh)
+DB_SECRETS_SCRIPT = "docker/db-secrets.sh"
+
+
+def role_password_files() -> dict[str, str]:
+    """role -> the file its password is read from in the init SQL (psql: \\set v `cat file`, then :'v')."""
+    sql = init_sql()
+    files = dict(re.findall(r"^\\set\s+(\w+)\s+`cat\s+(\S+)`\s*$", sql, re.MULTILINE))
+    roles = re.findall(r"CREATE\s+(?:ROLE|USER)\s+(\w+)\b[^;]*?PASSWORD\s+:'(\w+)'", sql, re.IGNORECASE)
+    return {role: files[var] for role, var in roles if var in files}
+
+
+def test_no_fixed_database_password() -> None:
+    """No database password that anyone reading this repository knows: not in a service's
+    environment, not in a URL, not in the init SQL. They are generated at the first start."""
+    for name, svc in services().items():
+        for key, value in env(svc).items():
+            assert key != "POSTGRES_PASSWORD", f"{COMPOSE}: {name} sets a fixed POSTGRES_PASSWORD"
+            assert not re.search(r"://[^/@:\s]+:[^/@\s]*@", value), (
+                f"{COMPOSE}: {name}'s {key} holds a password"
+            )
+    assert env(service("postgres")).get("POSTGRES_PASSWORD_FILE", "").startswith(f"{DB_SECRETS}/postgres/"), (
+        f"{COMPOSE}: postgres should read its superuser's password from the generated {DB_SECRETS}"
+    )
+    sql = init_sql()
+    assert not re.search(r"PASSWORD\s+'", sql, re.IGNORECASE), f"{POSTGRES_INIT}: a literal password"
+    assert set(role_password_files()) >= {"airflow", "eos"}, (
+        f"{POSTGRES_INIT}: roles without a generated password"
+    )
+
+
+def test_every_database_client_mounts_the_generated_passwords_after_db_secrets_ran() -> None:
+    generator = service("db-secrets")
+    assert generator.get("restart") in (None, "no"), "db-secrets is one-shot"
+    assert (f"./{DB_SECRETS_SCRIPT}", "/opt/eos/db-secrets.sh", True) in volumes(generator)
+    assert ("db-secrets", DB_SECRETS, False) in volumes(generator)
+    assert generator["entrypoint"] == ["sh", "/opt/eos/db-secrets.sh", DB_SECRETS]
+    postgres = service("postgres")
+    assert ("db-secrets", DB_SECRETS, True) in volumes(postgres)
+    assert postgres["depends_on"]["db-secrets"]["condition"] == "service_completed_successfully"
+    for name, svc in airflow_services().items():
+        assert ("db-secrets", DB_SECRETS, True) in volumes(svc), f"{COMPOSE}: {name} lacks {DB_SECRETS}"
+        assert env(svc).get("PGPASSFILE") == f"{DB_SECRETS}/airflow/pgpass", name
+
+
+def run_db_secrets_script(folder: Path) -> str:
+    import os
+    import subprocess
+
+    mine = str(os.getuid())  # as root, the script hands the files to these owners
+    done = subprocess.run(
+        ["sh", str(REPO / DB_SECRETS_SCRIPT), str(folder)],
+        env={**os.environ, "POSTGRES_UID": mine, "AIRFLOW_UID": mine},
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    return done.stdout + done.stderr
+
+
+def test_the_db_secrets_script_generates_once_and_its_pgpass_logs_in_every_url(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    said = run_db_secrets_script(first)
+    files = {role: first / Path(path).relative_to(DB_SECRETS) for role, path in role_password_files().items()}
+    files["postgres"] = first / Path(env(service("postgres"))["POSTGRES_PASSWORD_FILE"]).relative_to(
+        DB_SECRETS
+    )
+    passwords = {role: file.read_text() for role, file in files.items()}
+    assert len(set(passwords.values())) == len(passwords) and all(len(p) >= 24 for p in passwords.values())
+    pgpass = first / Path(env(next(iter(airflow_services().values())))["PGPASSFILE"]).relative_to(DB_SECRETS)
+    for file in [*files.values(), pgpass]:
+        assert file.stat().st_mode & 0o777 == 0o600 and file.parent.stat().st_mode & 0o777 == 0o700, file
+    assert not any(p in said for p in passwords.values()) and "eos_password" in said  # where, not what
+
+    # libpq's rule: host:port:database:user:password; each URL of the compose file finds its role's.
+    lines = {tuple(line.split(":", 4)[:4]): line.split(":", 4)[4] for line in pgpass.read_text().splitlines()}
+    for key, raw in database_urls().items():
+        url = make_url(raw)
+        found = lines.get((url.host, str(url.port or 5432), url.database, url.username))
+        assert found == passwords[url.username], f"{key}: no pgpass line with role {url.username}'s password"
+    assert "postgres" not in {user for _, _, _, user in lines}  # the superuser's stays with PostgreSQL
+
+    run_db_secrets_script(first)  # a restart keeps them: the database was initialised with these
+    assert {role: file.read_text() for role, file in files.items()} == passwords
+    run_db_secrets_script(second)  # another installation: other passwords
+    assert (second / "postgres" / "eos_password").read_text() != passwords["eos"]
 
 
 SECRETS_SCRIPT = "docker/airflow-secrets.sh"

@@ -25,6 +25,7 @@ from eos_ingest.config import load_pipeline
 from eos_ingest.control_store import ControlStore
 from eos_ingest.errors import ConfigError
 from eos_ingest.planner import Plan, PlannedRange, TopicPartition
+from tests.fixtures import page_users
 from tests.fixtures.kafka import free_port
 
 CANARY = "S3CR3T-CANARY-xyz"
@@ -132,6 +133,7 @@ def test_plugin_pages_and_json_show_no_secret(site: dict[str, Any], caplog: pyte
 
     app = airflow_plugin.build_app()
     app.dependency_overrides[app.state.require_user] = lambda: None
+    app.dependency_overrides[app.state.user_access] = page_users.viewer
     client = TestClient(app)
     caplog.set_level(logging.DEBUG)
     shown = []

@@ -28,6 +28,7 @@ from fastapi.testclient import TestClient
 from eos_ingest import paths, status
 from eos_ingest.control_store import ControlStore
 from eos_ingest.planner import Plan, PlannedRange, TopicPartition
+from tests.fixtures import page_users
 from tests.fixtures.kafka import free_port
 
 XSS = "<script>alert('x')</script>"
@@ -53,6 +54,7 @@ def client(plugin: ModuleType) -> TestClient:
     """The app with its authentication dependency overridden (the auth test uses the real one)."""
     app = plugin.build_app()
     app.dependency_overrides[app.state.require_user] = lambda: None
+    app.dependency_overrides[app.state.user_access] = page_users.viewer
     return TestClient(app)
 
 
@@ -398,3 +400,88 @@ def test_each_partition_offers_its_committed_range_as_a_backfill(
         "eos-ingest backfill --pipeline demo --topic orders --partitions 0 --start-offset 0 --end-offset 10"
         in hint.group(1)
     )
+
+
+# -- permissions: what the auth manager lets a user read (eos_ingest.page_access) -------------------
+
+DEMO_DAGS = ("eos_ingest__demo", "eos_backfill__demo")
+
+
+def client_as(plugin: ModuleType, access: Any) -> TestClient:
+    """The app as one user sees it: login overridden, the access decided by `access`."""
+    app = plugin.build_app()
+    app.dependency_overrides[app.state.require_user] = lambda: None
+    app.dependency_overrides[app.state.user_access] = lambda: access
+    return TestClient(app)
+
+
+def test_index_lists_only_pipelines_whose_two_dags_the_user_may_read(
+    plugin: ModuleType, site: dict[str, Any]
+) -> None:
+    page = client_as(plugin, page_users.reader_of(*DEMO_DAGS)).get("/").text
+    assert '<a href="pipelines/demo">demo</a>' in page
+    assert "pipelines/bad" not in page and "&lt;script&gt;" not in page  # bad.yaml: not even its error
+    ingest_only = client_as(plugin, page_users.reader_of("eos_ingest__demo")).get("/").text
+    nothing = client_as(plugin, page_users.no_role()).get("/").text
+    for hidden in (ingest_only, nothing):
+        assert "pipelines/demo" not in hidden and "pipelines/bad" not in hidden
+        assert "data-docs/index.html" not in hidden  # the site's home lists demo's runs
+
+
+@pytest.mark.parametrize("path", ["/pipelines/demo", "/api/pipelines/demo", "/pipelines/nope"])
+def test_a_pipeline_the_user_may_not_read_is_403_with_one_line_and_no_data(
+    plugin: ModuleType, site: dict[str, Any], path: str
+) -> None:
+    from eos_ingest.page_access import forbidden_reason
+
+    name = path.rsplit("/", 1)[1]
+    response = client_as(plugin, page_users.reader_of("eos_ingest__other", "eos_backfill__other")).get(path)
+    assert response.status_code == 403
+    body = response.json()["detail"] if path.startswith("/api/") else response.text
+    reason = forbidden_reason(name)
+    assert "\n" not in reason and (reason if path.startswith("/api/") else markupsafe.escape(reason)) in body
+    for data in ("orders", "ReadError", "pipelines/bad", "&lt;script", "other", f">{site['b2']}<"):
+        assert data not in body, data  # no batch, topic or other pipeline's name; nope's 403 = demo's
+
+
+def test_unknown_pipeline_404_names_only_pipelines_the_user_may_read(
+    plugin: ModuleType, site: dict[str, Any]
+) -> None:
+    access = page_users.reader_of(*DEMO_DAGS, "eos_ingest__nope", "eos_backfill__nope")
+    response = client_as(plugin, access).get("/api/pipelines/nope")
+    assert response.status_code == 404 and response.json()["detail"] == "no pipeline 'nope'; known: demo"
+
+
+def test_data_docs_of_a_pipeline_the_user_may_not_read_are_403(
+    plugin: ModuleType, site: dict[str, Any]
+) -> None:
+    (site["docs"] / "static").mkdir()
+    (site["docs"] / "static" / "style.css").write_text("body {}")
+    (site["docs"] / "expectations").mkdir()
+    (site["docs"] / "expectations" / "demo.html").write_text("<html>demo suite</html>")
+    other = client_as(plugin, page_users.reader_of("eos_ingest__other", "eos_backfill__other"))
+    for path in ("validations/demo/batch_1.html", "expectations/demo.html", "index.html", "", "missing.html"):
+        response = other.get(f"/data-docs/{path}")
+        assert response.status_code == 403 and "docs index" not in response.text, path
+    assert other.get("/data-docs/static/style.css").status_code == 200  # the site's shared assets
+    demo = client_as(plugin, page_users.reader_of(*DEMO_DAGS))
+    for path in ("validations/demo/batch_1.html", "expectations/demo.html", "index.html"):
+        assert demo.get(f"/data-docs/{path}").status_code == 200, path
+    (site["docs"] / "validations" / "beta").mkdir()  # another pipeline's runs: now on the home page
+    assert demo.get("/data-docs/index.html").status_code == 403
+
+
+def test_data_docs_are_served_sandboxed_and_may_load_nothing_from_elsewhere(
+    client: TestClient, site: dict[str, Any]
+) -> None:
+    response = client.get("/data-docs/validations/demo/batch_1.html")
+    assert response.status_code == 200
+    policy = {d.split()[0]: d.split()[1:] for d in response.headers["content-security-policy"].split("; ")}
+    assert policy["sandbox"] == []  # no script, no form, no popup, an opaque origin
+    assert policy["default-src"] == ["'none'"] and policy["frame-ancestors"] == ["'self'"]
+    for directive, sources in policy.items():
+        assert not any(s.startswith(("http", "*")) or (s.endswith(":") and s != "data:") for s in sources), (
+            directive
+        )
+    assert "script-src" not in policy  # default-src 'none': GX's CDN scripts are blocked
+    assert response.headers["x-content-type-options"] == "nosniff"

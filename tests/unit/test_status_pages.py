@@ -25,6 +25,7 @@ from eos_ingest.config import PipelineConfig, load_pipeline
 from eos_ingest.control_store import BatchKind, ControlStore
 from eos_ingest.planner import PartitionOffsets, PlannedRange
 from eos_ingest.status import batch_page, oldest_unread, pipeline_status
+from tests.fixtures import page_users
 from tests.fixtures.kafka import free_port
 
 MANY = 10_000
@@ -75,6 +76,7 @@ def client(many: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     monkeypatch.setattr(status, "KAFKA_TIMEOUT_S", 0.5)
     app = build_app()
     app.dependency_overrides[app.state.require_user] = lambda: None
+    app.dependency_overrides[app.state.user_access] = page_users.viewer  # may read every pipeline
     return TestClient(app)
 
 

@@ -1,0 +1,23 @@
+"""The Airflow DAG ids of a pipeline, in one place: the DAGs (eos_ingest/airflow_dags.py) are
+created under them and the Ingestion page (eos_ingest/page_access.py) asks Airflow's auth manager
+about them."""
+
+from __future__ import annotations
+
+INGEST_PREFIX = "eos_ingest__"
+BACKFILL_PREFIX = "eos_backfill__"
+
+
+def ingest_dag_id(pipeline: str) -> str:
+    """The scheduled ingest DAG: plan -> spark_ingest -> validate -> publish."""
+    return INGEST_PREFIX + pipeline
+
+
+def backfill_dag_id(pipeline: str) -> str:
+    """The manual backfill DAG."""
+    return BACKFILL_PREFIX + pipeline
+
+
+def pipeline_dag_ids(pipeline: str) -> tuple[str, str]:
+    """Both DAGs of a pipeline, the ingest DAG first."""
+    return ingest_dag_id(pipeline), backfill_dag_id(pipeline)
