@@ -15,13 +15,13 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections import Counter
 
 import pytest
 
 from eos_ingest.object_storage import S3A, S3Access, delta_rs_table
 from tests.kafka_helpers import TxProducer, read_committed
+from tests.process_helpers import wait_for_pause
 from tests.s3a_helpers import CLI, cli, commit_entries, identities
 
 pytestmark = pytest.mark.integration
@@ -67,14 +67,7 @@ def test_a_writer_killed_between_its_commit_entry_and_the_log_file_is_repaired_o
             [CLI, "run", "--config", str(config.source), "--master", "local[1]"],
             env={**env, PAUSE_ENV: str(pause)}, start_new_session=True, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
-    deadline = time.monotonic() + 600
-    while not pause.exists():
-        if job.poll() is not None:
-            pytest.fail(f"the writer exited ({job.returncode}) before its commit:\n{log.read_text()[-5000:]}")
-        if time.monotonic() > deadline:
-            os.killpg(job.pid, signal.SIGKILL)
-            pytest.fail("the writer did not reach its commit in time")
-        time.sleep(0.2)
+    wait_for_pause(job, pause, log, timeout_s=600)
     os.killpg(job.pid, signal.SIGKILL)
     job.wait(timeout=60)
     log_file = pause.read_text()  # s3a://.../_delta_log/<N>.json
