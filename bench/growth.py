@@ -3,6 +3,7 @@ batches, the DAG folder with many pipeline files. Medians of --runs; no Spark.
 
     python -m bench.growth --bootstrap 127.0.0.1:9092          # after `make stack-up`
     python -m bench.growth --bootstrap ... --partitions 600 --batches 10000 --pipelines 50
+    python -m bench.growth --bootstrap ... --only status --bulk-fill   # the history's pages only
 
 Targets (issue "Throughput"): plan with 600 partitions < 2 s; status and the Ingestion page with
 10,000 batches < 1 s; parsing the DAG folder with 50 pipeline files < 2 s. Results are appended to
@@ -29,10 +30,12 @@ from typing import Any
 import yaml
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from sqlalchemy import update
 
-from eos_ingest import paths
+from eos_ingest import control_queries, paths
 from eos_ingest.config import PipelineConfig, load_pipeline
-from eos_ingest.control_store import ControlStore
+from eos_ingest.control_schema import batches as batches_table
+from eos_ingest.control_store import BatchKind, BatchStatus, ControlStore
 from eos_ingest.operations import open_store, plan_batch
 from eos_ingest.planner import Plan, PlannedRange, TopicPartition
 from eos_ingest.status import pipeline_status
@@ -114,16 +117,42 @@ def fill_batches(store: ControlStore, name: str, batches: int, partitions: int) 
         )  # fmt: skip
 
 
-def status_with_many_batches(bootstrap: str, batches: int, runs: int, root: Path) -> dict[str, Any]:
+def bulk_fill_batches(store: ControlStore, name: str, batches: int, partitions: int) -> None:
+    """The same batches as fill_batches, committed, written in one transaction with the control
+    store's own insert (plan + commit per batch costs 25-80 ms here: minutes for 10,000)."""
+    ranges = [
+        [PlannedRange("orders", p, i * 10, i * 10 + 10) for p in range(partitions)] for i in range(batches)
+    ]
+
+    def run(conn: Any) -> None:
+        for i, batch_ranges in enumerate(ranges):
+            batch_id = control_queries.insert_batch(conn, name, BatchKind.SCHEDULED, batch_ranges, None, None)
+            conn.execute(
+                update(batches_table).where(batches_table.c.batch_id == batch_id).values(
+                    status=BatchStatus.COMMITTED.value, records_read=10 * partitions,
+                    records_written=10 * partitions, records_quarantined=0, delta_version=i,
+                    committed_at=batches_table.c.created_at,
+                )
+            )  # fmt: skip
+
+    store._db.run(run, write=True)  # a bulk fill for a benchmark
+
+
+def status_with_many_batches(
+    bootstrap: str, batches: int, runs: int, root: Path, *, bulk_fill: bool = False
+) -> dict[str, Any]:
     """`eos-ingest status` (its library call, Kafka offsets included) and the Ingestion page's
-    pipeline view and JSON, over a control DB holding `batches` committed batches."""
+    pipeline view and JSON, over a control DB holding `batches` committed batches: the first page,
+    a deep page (keyset `before`, near the oldest batch) and a page upwards (`after`)."""
     db = f"sqlite:///{root / 'status.db'}"
     topic = make_topic(bootstrap, 6)
     config = pipeline(root, "orders", [topic], bootstrap, db)
     store = open_store(config)
     started = time.perf_counter()
-    fill_batches(store, "orders", batches, 6)
+    (bulk_fill_batches if bulk_fill else fill_batches)(store, "orders", batches, 6)
     fill_s = time.perf_counter() - started
+    ids = [b.batch_id for b in store.list_batches("orders", limit=batches)]
+    deep, middle = ids[-100], ids[len(ids) // 2]
     status_s, status_runs = median_seconds(lambda: pipeline_status(config, store), runs)
 
     os.environ["EOS_PIPELINES_DIR"] = str(root)
@@ -141,9 +170,19 @@ def status_with_many_batches(bootstrap: str, batches: int, runs: int, root: Path
     page_s, page_runs = median_seconds(lambda: get("/pipelines/orders"), runs)
     json_s, json_runs = median_seconds(lambda: get("/api/pipelines/orders"), runs)
     home_s, home_runs = median_seconds(lambda: get("/"), runs)
+    deep_s, deep_runs = median_seconds(lambda: get(f"/pipelines/orders?before={deep}"), runs)
+    deep_json_s, deep_json_runs = median_seconds(lambda: get(f"/api/pipelines/orders?before={deep}"), runs)
+    after_s, after_runs = median_seconds(lambda: get(f"/pipelines/orders?after={middle}"), runs)
     return {
         "batches": batches,
+        "fill": "bulk" if bulk_fill else "plan+commit",
         "fill_seconds": round(fill_s, 1),
+        "page_deep_median_s": round(deep_s, 4),
+        "page_deep_runs_s": deep_runs,
+        "page_deep_json_median_s": round(deep_json_s, 4),
+        "page_deep_json_runs_s": deep_json_runs,
+        "page_after_median_s": round(after_s, 4),
+        "page_after_runs_s": after_runs,
         "status_median_s": round(status_s, 4),
         "status_runs_s": status_runs,
         "page_median_s": round(page_s, 4),
@@ -203,16 +242,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=10_000)
     parser.add_argument("--pipelines", type=int, default=50)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", choices=["plan", "status", "dag_folder"], help="run one part only")
+    parser.add_argument("--bulk-fill", action="store_true", help="write the batches in one transaction")
     args = parser.parse_args(argv)
+    parts: dict[str, Callable[[Path], dict[str, Any]]] = {
+        "plan": lambda root: plan_many_partitions(args.bootstrap, args.partitions, args.runs, root),
+        "status": lambda root: status_with_many_batches(
+            args.bootstrap, args.batches, args.runs, root, bulk_fill=args.bulk_fill
+        ),
+        "dag_folder": lambda root: dag_folder_with_many_pipelines(args.pipelines, args.runs, root),
+    }
     with tempfile.TemporaryDirectory(prefix="eos-growth-") as tmp:
         root = Path(tmp)
         result = {
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "machine": f"{platform.machine()} {os.cpu_count()} cores",
             "load_before": os.getloadavg(),
-            "plan": plan_many_partitions(args.bootstrap, args.partitions, args.runs, root),
-            "status": status_with_many_batches(args.bootstrap, args.batches, args.runs, root),
-            "dag_folder": dag_folder_with_many_pipelines(args.pipelines, args.runs, root),
+            **{name: run(root) for name, run in parts.items() if args.only in (None, name)},
             "load_after": os.getloadavg(),
         }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

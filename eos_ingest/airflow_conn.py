@@ -27,7 +27,7 @@ import logging
 import os
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from eos_ingest.config import PipelineConfig
 from eos_ingest.errors import ConfigError
@@ -161,7 +161,8 @@ def connection_settings_from_env(conn_id: str | None, environ: Mapping[str, str]
     raw = environ.get(name, "").strip()
     if not raw:
         return None
-    conn_type, extra = _parse_connection(raw, name)
+    conn = parse_connection(raw, name, KAFKA_CONN_TYPE)
+    conn_type, extra = conn.conn_type, conn.extra
     if conn_type != KAFKA_CONN_TYPE:
         raise ConfigError(
             f"{name} has conn_type {conn_type!r}; eos-ingest needs a connection of the Kafka "
@@ -170,8 +171,22 @@ def connection_settings_from_env(conn_id: str | None, environ: Mapping[str, str]
     return settings_from_extra(extra, conn_id)
 
 
-def _parse_connection(raw: str, name: str) -> tuple[str | None, dict[str, Any]]:
-    fix = f'{name} must be Airflow connection JSON ({{"conn_type": "kafka", "extra": {{...}}}}) or a URI'
+@dataclasses.dataclass(frozen=True)
+class EnvConnection:
+    """An Airflow connection as spelled in ``AIRFLOW_CONN_<ID>`` (the password never shown)."""
+
+    conn_type: str | None
+    login: str | None
+    password: str | None = dataclasses.field(repr=False)
+    extra: dict[str, Any]
+
+
+def parse_connection(raw: str, name: str, expected_type: str) -> EnvConnection:
+    """Airflow's two spellings of a connection in variable `name`: JSON (``{"conn_type": ...,
+    "login": ..., "extra": {...}}``) or a URI (``type://login:password@?key=value``, each query
+    parameter an extra key, or ``__extra__`` holding the JSON). A bad value is a ConfigError that
+    never repeats it (it may hold secrets); `expected_type` only shapes the example in it."""
+    fix = f'{name} must be Airflow connection JSON ({{"conn_type": "{expected_type}", "extra": {{...}}}}) or a URI'
     if raw.startswith("{"):
         try:
             doc = json.loads(raw)
@@ -181,7 +196,7 @@ def _parse_connection(raw: str, name: str) -> tuple[str | None, dict[str, Any]]:
             raise ConfigError(f"{name} is not valid JSON; {fix}") from None
         if not isinstance(extra, dict):
             raise ConfigError(f"{name}: 'extra' is not a JSON object; {fix}")
-        return doc.get("conn_type"), extra
+        return EnvConnection(doc.get("conn_type"), doc.get("login"), doc.get("password"), extra)
     parts = urlsplit(raw)
     if not parts.scheme:
         raise ConfigError(f"{name} has no connection type; {fix}")
@@ -193,7 +208,14 @@ def _parse_connection(raw: str, name: str) -> tuple[str | None, dict[str, Any]]:
             raise ConfigError(f"{name}: its __extra__ is not valid JSON; {fix}") from None
     else:
         extra = query
-    return parts.scheme.replace("-", "_"), extra
+    if not isinstance(extra, dict):
+        raise ConfigError(f"{name}: its __extra__ is not a JSON object; {fix}")
+    return EnvConnection(
+        parts.scheme.replace("-", "_"),
+        unquote(parts.username) if parts.username else None,
+        unquote(parts.password) if parts.password else None,
+        extra,
+    )
 
 
 def config_for_cli(

@@ -364,16 +364,21 @@ def backfill_params(config: PipelineConfig) -> dict[str, Param]:
     return {
         "topic": Param(config.topics[0], type="string", enum=list(config.topics), title="Topic",
                        description="The Kafka topic to backfill (one of the pipeline's topics)."),
+        # A JSON editor, not a multi-select: Airflow 3.3's form makes one only from a list of
+        # `examples` known when the file is parsed, and the partitions are Kafka's (docs/ui.md).
         "partitions": Param(type="array", items={"type": "integer", "minimum": 0}, minItems=1,
                             title="Partitions", description="Partition numbers, e.g. [0, 1]."),
         "start_offset": Param(None, type=["null", "integer"], minimum=0, title="Start offset",
                               description=f"First offset to re-ingest (inclusive). {either}"),
         "end_offset": Param(None, type=["null", "integer"], minimum=0, title="End offset",
                             description="Offset to stop at (exclusive); at most the committed offset."),
+        # format date-time: Airflow 3.3's form picks it in the user's time zone (the UI's setting,
+        # the browser's by default) and sends it in UTC (ISO-8601 with Z), as parse_time reads it.
         "start_time": Param(None, type=["null", "string"], format="date-time", title="Start time",
-                            description=f"ISO-8601, e.g. 2026-11-22T10:00:00Z (inclusive). {either}"),
+                            description=f"In your time zone; the run gets it in UTC (inclusive). {either}"),
         "end_time": Param(None, type=["null", "string"], format="date-time", title="End time",
-                          description="ISO-8601 (exclusive); translated to offsets per partition."),
+                          description="In your time zone; the run gets it in UTC (exclusive). "
+                          "Translated to offsets per partition."),
         "reason": Param(type="string", minLength=1, title="Reason",
                         description="Why this backfill is needed; kept on the batch. Required."),
     }  # fmt: skip

@@ -6,7 +6,8 @@ Wiring only: the data comes from eos_ingest.status, the HTML from the Jinja2 tem
 eos_ingest/templates/ (autoescaped). The API server mounts the app at /eos-ingest (see docs/ui.md):
 
     /eos-ingest/                        every pipeline: lag, last batch, links (a broken file is a row)
-    /eos-ingest/pipelines/<name>        one pipeline: partitions and batches (?batches=N)
+    /eos-ingest/pipelines/<name>        one pipeline: partitions and a page of batches
+                                        (?batches=N, ?before=<id> older, ?after=<id> newer)
     /eos-ingest/api/pipelines/<name>    the same as JSON (eos_ingest.status.pipeline_status)
     /eos-ingest/data-docs/<path>        the Great Expectations Data Docs site, read-only
 
@@ -88,7 +89,9 @@ def build_app() -> FastAPI:
         body = render("error.html", code=exc.status_code, message=str(exc.detail), home=home)
         return HTMLResponse(body, exc.status_code, headers=exc.headers)
 
-    def load_status(name: str, batches: int, access: PipelineAccess) -> dict[str, Any]:
+    def load_status(
+        name: str, batches: int, access: PipelineAccess, before: int | None = None, after: int | None = None
+    ) -> dict[str, Any]:
         # Access first: a refusal must not tell whether the pipeline exists.
         if not access.may_read(name):
             raise HTTPException(403, forbidden_reason(name))
@@ -100,7 +103,7 @@ def build_app() -> FastAPI:
         except ConfigError as exc:  # no pipelines folder
             raise HTTPException(404, str(exc)) from exc
         try:
-            return _status(file, batches)
+            return _status(file, batches, before=before, after=after)
         except _Unavailable as exc:
             raise HTTPException(exc.code, str(exc)) from exc
 
@@ -125,17 +128,26 @@ def build_app() -> FastAPI:
 
     @app.get("/pipelines/{name}", response_class=HTMLResponse)
     async def pipeline_page(
-        name: str, batches: int = Query(BATCHES_SHOWN, ge=1, le=500), access: PipelineAccess = access_dep
+        name: str,
+        batches: int = Query(BATCHES_SHOWN, ge=1, le=500),
+        before: int | None = Query(None, ge=1),
+        after: int | None = Query(None, ge=0),
+        access: PipelineAccess = access_dep,
     ) -> str:
-        shown = await asyncio.to_thread(load_status, name, batches, access)
+        shown = await asyncio.to_thread(load_status, name, batches, access, before, after)
         docs = await asyncio.to_thread(data_docs_home, access)
         return render("pipeline.html", s=shown, batches=batches, data_docs=docs)
 
     @app.get("/api/pipelines/{name}")
     async def pipeline_json(
-        name: str, batches: int = Query(BATCHES_SHOWN, ge=1, le=500), access: PipelineAccess = access_dep
+        name: str,
+        batches: int = Query(BATCHES_SHOWN, ge=1, le=500),
+        before: int | None = Query(None, ge=1),
+        after: int | None = Query(None, ge=0),
+        access: PipelineAccess = access_dep,
     ) -> dict[str, Any]:
-        shown: dict[str, Any] = redact_tree(await asyncio.to_thread(load_status, name, batches, access))
+        found = await asyncio.to_thread(load_status, name, batches, access, before, after)
+        shown: dict[str, Any] = redact_tree(found)
         return shown
 
     @app.get("/data-docs/{path:path}")
@@ -215,7 +227,9 @@ class _Unavailable(Exception):
         self.code = code
 
 
-def _status(file: PipelineFile, batches: int) -> dict[str, Any]:
+def _status(
+    file: PipelineFile, batches: int, *, before: int | None = None, after: int | None = None
+) -> dict[str, Any]:
     """pipeline_status of one file, with its Airflow Kafka connection merged as the DAG does."""
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -231,7 +245,8 @@ def _status(file: PipelineFile, batches: int) -> dict[str, Any]:
     except ConfigError as exc:
         raise _Unavailable(422, str(exc)) from exc
     try:
-        return pipeline_status(config, status_store(config.control_db_url), batches=batches)
+        store = status_store(config.control_db_url)
+        return pipeline_status(config, store, batches=batches, before=before, after=after)
     except (EosIngestError, SQLAlchemyError) as exc:
         # SQLAlchemy's and the driver's messages may quote the URL: redacted before it is shown.
         raise _Unavailable(503, redact_text(f"control DB: {type(exc).__name__}: {exc}")) from exc

@@ -16,13 +16,11 @@ spark-submit job in its environment, never on its command line.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, MutableMapping
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
 
-from eos_ingest.airflow_conn import connection_env_name
+from eos_ingest.airflow_conn import connection_env_name, parse_connection
 from eos_ingest.errors import ConfigError
 
 AWS_CONN_TYPE = "aws"
@@ -73,27 +71,8 @@ def connection_from_env(conn_id: str | None, environ: Mapping[str, str]) -> dict
     raw = environ.get(name, "").strip()
     if not raw:
         return None
-    fix = f'{name} must be Airflow connection JSON ({{"conn_type": "aws", "login": ..., "extra": {{...}}}}) or a URI'
-    if raw.startswith("{"):
-        try:
-            doc = json.loads(raw)
-            extra = doc.get("extra") or {}
-            extra = json.loads(extra) if isinstance(extra, str) else extra
-        except (json.JSONDecodeError, AttributeError):
-            raise ConfigError(f"{name} is not valid JSON; {fix}") from None  # never the value: secrets
-        if not isinstance(extra, dict):
-            raise ConfigError(f"{name}: 'extra' is not a JSON object; {fix}")
-        return variables_from_connection(
-            conn_id, doc.get("conn_type"), doc.get("login"), doc.get("password"), extra
-        )
-    parts = urlsplit(raw)
-    if not parts.scheme:
-        raise ConfigError(f"{name} has no connection type; {fix}")
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    extra = json.loads(query["__extra__"]) if "__extra__" in query else query
-    login = unquote(parts.username) if parts.username else None
-    password = unquote(parts.password) if parts.password else None
-    return variables_from_connection(conn_id, parts.scheme.replace("-", "_"), login, password, extra)
+    conn = parse_connection(raw, name, AWS_CONN_TYPE)
+    return variables_from_connection(conn_id, conn.conn_type, conn.login, conn.password, conn.extra)
 
 
 def connection_from_airflow(conn_id: str | None) -> dict[str, str] | None:

@@ -92,8 +92,10 @@ def pending(conn: Connection, pipeline: str) -> Batch | None:
     return found[0] if found else None
 
 
-def load(conn: Connection, where: Any, limit: int) -> list[Batch]:
-    rows = conn.execute(select(batches).where(where).order_by(batches.c.batch_id.desc()).limit(limit)).all()
+def load(conn: Connection, where: Any, limit: int, *, oldest_first: bool = False) -> list[Batch]:
+    """The first `limit` batches matching `where`, newest first (or oldest first), with their ranges."""
+    order = batches.c.batch_id.asc() if oldest_first else batches.c.batch_id.desc()
+    rows = conn.execute(select(batches).where(where).order_by(order).limit(limit)).all()
     ranges: dict[int, list[PlannedRange]] = {int(r.batch_id): [] for r in rows}
     ids: dict[int, list[str | None]] = {int(r.batch_id): [] for r in rows}
     if ranges:

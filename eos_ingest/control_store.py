@@ -103,9 +103,22 @@ class ControlStore:
             )
         return batch
 
-    def list_batches(self, pipeline: str, limit: int = 20) -> list[Batch]:
-        """The pipeline's most recent batches, newest first."""
+    def list_batches(
+        self, pipeline: str, limit: int = 20, *, before: int | None = None, after: int | None = None
+    ) -> list[Batch]:
+        """The pipeline's most recent batches, newest first: of all, of those with an id below
+        `before`, or the `limit` batches just above `after` (a page of the history).
+
+        Keyset paging on (pipeline, batch_id), the index ix_eos_batches_pipeline: a page deep in a
+        long history costs what the first page costs, unlike an OFFSET that reads every row above it.
+        """
         query = batches.c.pipeline == pipeline
+        if before is not None:
+            query &= batches.c.batch_id < before
+        if after is not None:
+            query &= batches.c.batch_id > after
+            found = self._db.run(lambda conn: q.load(conn, query, limit, oldest_first=True), write=False)
+            return found[::-1]
         return self._db.run(lambda conn: q.load(conn, query, limit), write=False)
 
     def planned_batches(self, pipeline: str) -> list[Batch]:

@@ -15,6 +15,9 @@ take, from where the planner starts it (planner.plan_ranges):
 * a new partition of a topic the pipeline already reads: LSO - log start, whatever ``start_from``
   says (the planner starts a partition added later at its log start, so no record is skipped).
 
+The age of the lag: for each lagging partition, the timestamp of the record at its committed
+offset (the oldest record not ingested yet), read once with a bound (oldest_unread).
+
 A status page must render while the broker is down: then the Kafka columns are empty and
 ``kafka_error`` says why, and the control DB part is still there.
 """
@@ -27,6 +30,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -37,18 +41,20 @@ from eos_ingest import paths
 from eos_ingest.config import PipelineConfig, default_pipelines_dir, load_pipeline
 from eos_ingest.control_store import Batch, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError
-from eos_ingest.kafka_offsets import fetch_partition_offsets
+from eos_ingest.kafka_offsets import fetch_partition_offsets, first_record_timestamps
 from eos_ingest.maintenance import table_maintenance_status
 from eos_ingest.planner import PartitionOffsets, TopicPartition
 from eos_ingest.redact import redact_text, redact_tree, secrets_of
 
 __all__ = [
     "PipelineFile",
+    "batch_page",
     "batch_status",
     "data_docs_relpath",
     "data_docs_root",
     "find_pipeline_file",
     "list_pipeline_files",
+    "oldest_unread",
     "partition_status",
     "pipeline_status",
     "resolve_data_docs_file",
@@ -59,6 +65,8 @@ log = logging.getLogger(__name__)
 
 # A page waits this long for the broker, once: the planner's retries (minutes) are for batches.
 KAFKA_TIMEOUT_S = 5.0
+# And this long for the records at the committed offsets (the age of the lag), once, after that.
+RECORD_TIMEOUT_S = 3.0
 _NAME = re.compile(r"[a-z0-9_]+")  # config.py's rule for pipeline names; it also stops "../x"
 
 
@@ -114,9 +122,14 @@ def pipeline_status(
     store: ControlStore,
     *,
     batches: int = 10,
+    before: int | None = None,
+    after: int | None = None,
     offsets: list[PartitionOffsets] | None = None,
     kafka_timeout_s: float | None = None,
     read_offsets: Callable[[], list[PartitionOffsets]] | None = None,
+    read_timestamps: Callable[[Mapping[tuple[str, int], int]], Mapping[tuple[str, int], int | None]]
+    | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """The pipeline's partitions (committed offset, log start, LSO, lag) and its last `batches`.
 
@@ -126,9 +139,14 @@ def pipeline_status(
     the control DB are listed without Kafka columns and ``kafka_error`` holds the reason.
     `read_offsets`, when given, reads them instead and its errors raise (the CLI passes the
     planner's retried read). Control DB errors raise: without the DB there is nothing to show.
+
+    `batches` is a page of the history: the newest, those below batch id `before`, or those just
+    above `after` (``page`` says where the next pages start; see batch_page). Each lagging
+    partition also gets the timestamp and age of its oldest unread record, read from Kafka within
+    RECORD_TIMEOUT_S (`read_timestamps` replaces the read; see oldest_unread).
     """
     committed = store.committed_offsets(config.name)
-    recent = store.list_batches(config.name, limit=batches)
+    recent, page = batch_page(store, config.name, batches, before=before, after=after)
     kafka_error = None
     if offsets is None and read_offsets is not None:
         offsets = read_offsets()
@@ -142,6 +160,9 @@ def pipeline_status(
             kafka_error = redact_text(f"{type(exc).__name__}: {exc}", secrets_of(config.kafka))
             log.warning("pipeline %s: status without Kafka offsets: %s", config.name, kafka_error)
     partitions = partition_status(committed, offsets or [], config.start_from)
+    unread_error = oldest_unread(
+        config, partitions, read_timestamps, now or datetime.now(UTC), kafka_error=kafka_error
+    )
     lags = [p["lag"] for p in partitions if p["lag"] is not None]
     # What the page, its JSON and `eos-ingest status` show: batch errors and notes may quote a URL
     # or a setting (eos_ingest.redact); bootstrap.servers may carry credentials in a URL form.
@@ -158,13 +179,114 @@ def pipeline_status(
             "control_db": store.safe_url,
             "kafka_error": kafka_error,
             "total_lag": None if kafka_error else sum(max(lag, 0) for lag in lags),
+            "oldest_unread_age_s": _max_age(partitions),
+            "oldest_unread_error": unread_error,
             "partitions": partitions,
             "batches": [batch_status(b) for b in recent],
+            "page": page,
             # Per table: file count, bytes and the last OPTIMIZE / VACUUM (maintenance.py).
             "tables": table_maintenance_status(config),
         }
     )
     return shown
+
+
+def batch_page(
+    store: ControlStore, pipeline: str, size: int, *, before: int | None = None, after: int | None = None
+) -> tuple[list[Batch], dict[str, int | None]]:
+    """One page of `size` batches, newest first, and where its neighbours start:
+    ``{"newer_after": id or None, "older_before": id or None}`` (None: there is no such page).
+
+    Keyset pages on the batch id (ControlStore.list_batches), so a page costs the same at batch
+    10,000 as at batch 1. One batch more than shown is read to know whether an older page exists
+    (and, reading upwards, a newer one); the other direction costs one more indexed read of one
+    row. A page above `after` that reaches the newest batch is the first page: always full.
+    """
+    if after is not None:
+        rows = store.list_batches(pipeline, size + 1, after=after)
+        if len(rows) > size:  # the extra row is the newest: there is a newer page
+            shown = rows[1:]
+            older = bool(store.list_batches(pipeline, 1, before=shown[-1].batch_id))
+            return shown, {
+                "newer_after": shown[0].batch_id,
+                "older_before": shown[-1].batch_id if older else None,
+            }
+        before = None
+    rows = store.list_batches(pipeline, size + 1, before=before)
+    shown = rows[:size]
+    newer = (
+        before is not None and bool(shown) and bool(store.list_batches(pipeline, 1, after=shown[0].batch_id))
+    )
+    return shown, {
+        "newer_after": shown[0].batch_id if newer else None,
+        "older_before": shown[-1].batch_id if len(rows) > size else None,
+    }
+
+
+def oldest_unread(
+    config: PipelineConfig,
+    partitions: list[dict[str, Any]],
+    read_timestamps: Callable[[Mapping[tuple[str, int], int]], Mapping[tuple[str, int], int | None]] | None,
+    now: datetime,
+    *,
+    kafka_error: str | None = None,
+) -> str | None:
+    """Fill each partition's ``oldest_unread_timestamp`` (ISO, UTC) and ``oldest_unread_age_s``:
+    the record at its committed offset (where the next batch starts reading) and how long ago it
+    was written. Both are None for a partition with nothing unread, and for one whose record could
+    not be read in time: then ``oldest_unread_unknown`` is True and the returned reason says why.
+
+    Read once, bounded (RECORD_TIMEOUT_S), never retried: the page must answer while the broker
+    is down or slow.
+    """
+    positions: dict[tuple[str, int], int] = {}
+    for p in partitions:
+        p.update(oldest_unread_timestamp=None, oldest_unread_age_s=None, oldest_unread_unknown=False)
+        if p["lag"] is not None and p["lag"] > 0:
+            # A partition no batch has read yet starts at its log start (partition_status's lag).
+            at = p["committed_offset"] if p["committed_offset"] is not None else p["log_start"]
+            positions[(p["topic"], p["partition"])] = at
+        elif p["lag"] is None and kafka_error is not None:
+            p["oldest_unread_unknown"] = True
+    if kafka_error is not None:
+        return f"no Kafka offsets: {kafka_error}"
+    if not positions:
+        return None
+    read = read_timestamps or (lambda at: _fetch_timestamps(config, at))
+    error, stamps = None, {}
+    try:
+        stamps = dict(read(positions))
+    except (EosIngestError, KafkaException, ValueError) as exc:
+        error = redact_text(f"{type(exc).__name__}: {exc}", secrets_of(config.kafka))
+        log.warning("pipeline %s: status without the oldest unread records: %s", config.name, error)
+    for p in partitions:
+        tp = (p["topic"], p["partition"])
+        if tp not in positions:
+            continue
+        if tp not in stamps:
+            p["oldest_unread_unknown"] = True
+            error = (
+                error
+                or f"Kafka did not return the record at the committed offset within {RECORD_TIMEOUT_S:g} s"
+            )
+        elif (stamp := stamps[tp]) is not None:
+            at = datetime.fromtimestamp(stamp / 1000, UTC)
+            p["oldest_unread_timestamp"] = at.isoformat()
+            p["oldest_unread_age_s"] = round(max((now - at).total_seconds(), 0.0), 3)
+    return error
+
+
+def _max_age(partitions: list[dict[str, Any]]) -> float | None:
+    ages = [p["oldest_unread_age_s"] for p in partitions if p["oldest_unread_age_s"] is not None]
+    return max(ages) if ages else None
+
+
+def _fetch_timestamps(
+    config: PipelineConfig, positions: Mapping[tuple[str, int], int]
+) -> dict[tuple[str, int], int | None]:
+    settings = config.kafka_settings
+    settings.setdefault("log_level", "2")
+    return first_record_timestamps(settings, positions, timeout_s=RECORD_TIMEOUT_S)
 
 
 def _fetch_offsets(config: PipelineConfig, timeout_s: float) -> list[PartitionOffsets]:

@@ -19,7 +19,7 @@ from eos_ingest.control_store import Batch, ControlStore
 from tests.e2e.conftest import RUN_TIMEOUT_S, Stack
 
 if TYPE_CHECKING:
-    from playwright.sync_api import FrameLocator, Page
+    from playwright.sync_api import Browser, FrameLocator, Page
 
     from tests.fixtures.browser import Screenshots
 
@@ -208,6 +208,17 @@ def test_a_person_ingests_reviews_the_quality_report_and_backfills_a_range(
         "topic": stack.ui_topic, "partitions": [0], "start_offset": 0, "end_offset": committed[0], "reason": "",
     }  # fmt: skip
     screenshots(page, "backfill-hint")
+    # Its copy button puts that conf on the clipboard.
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=stack.api.base_url)
+    hint.get_by_role("button", name="copy").click()
+    expect(hint.get_by_role("button", name="copied")).to_be_visible()
+    assert json.loads(page.evaluate("navigator.clipboard.readText()")) == conf
+    # Its link opens the backfill DAG's page in the UI itself, not a second UI inside the frame.
+    hint.get_by_role("link", name=BACKFILL).click()
+    page.wait_for_url(re.compile(rf"/dags/{BACKFILL}$"), timeout=UI_WAIT_MS)
+    expect(page.get_by_test_id("trigger-dag-button")).to_be_visible(timeout=UI_WAIT_MS)
+    expect(page.locator("iframe")).to_have_count(0)
+    screenshots(page, "backfill-dag-page-from-the-link")
     # The person fills in the reason, as the hint asks, and pastes it into the form.
     fill = paste_configuration({**conf, "reason": "browser test: replace partition 0"})
     backfill_run = trigger_from_dag_page(page, stack, BACKFILL, screenshots, fill)
@@ -250,3 +261,76 @@ def test_an_invalid_backfill_range_is_refused_with_its_reason(
         expect(frame.locator(f"#batch-{max(before)}")).to_be_visible()
     else:
         expect(frame.get_by_text("No batches yet.")).to_be_visible()
+
+
+def test_the_ingestion_page_follows_the_browsers_dark_mode(
+    stack: Stack, browser: Browser, screenshots: Screenshots
+) -> None:
+    """prefers-color-scheme: dark (Playwright's color_scheme) turns the page dark, in Airflow's
+    colours and font, with no script involved; light stays white."""
+    from playwright.sync_api import expect
+
+    looks = {}
+    for scheme in ("dark", "light"):
+        context = browser.new_context(
+            viewport={"width": 1400, "height": 900}, locale="en-US", color_scheme=scheme
+        )
+        try:
+            page = context.new_page()
+            log_in(page, stack, screenshots)
+            frame = open_ingestion(page, stack, screenshots, f"ingestion-page-{scheme}")
+            expect(frame.locator("table").first).to_be_visible()
+            looks[scheme] = frame.locator("body").evaluate(
+                "b => [getComputedStyle(b).backgroundColor, getComputedStyle(b).color, getComputedStyle(b).fontFamily]"
+            )
+        finally:
+            context.close()
+    assert looks["dark"][0] == "oklch(0.11 0.025 251)", looks  # Airflow's gray.950
+    assert looks["dark"][1] == "oklch(0.985 0.004 253)", looks  # gray.50
+    assert looks["light"][0] == "rgb(255, 255, 255)", looks
+    assert looks["dark"][2].startswith("Inter,"), looks
+
+
+def test_backfill_times_are_picked_in_the_users_time_zone_and_sent_in_utc(
+    stack: Stack, browser: Browser, screenshots: Screenshots
+) -> None:
+    """The backfill form's start_time (format date-time) in a browser at UTC+05:30: a UTC time in
+    the conf shows as local time in the field, and a time picked there goes back to the conf in UTC.
+    Nothing is triggered."""
+    from playwright.sync_api import expect
+
+    stack.api.wait_for_dag(BACKFILL)
+    context = browser.new_context(
+        viewport={"width": 1400, "height": 900}, locale="en-US", timezone_id="Asia/Kolkata"
+    )
+    try:
+        page = context.new_page()
+        log_in(page, stack, screenshots)
+        page.goto(f"{stack.api.base_url}/dags/{BACKFILL}")
+        page.get_by_test_id("trigger-dag-button").click(timeout=UI_WAIT_MS)
+        dialog = page.get_by_role("dialog")
+        dialog.get_by_test_id("trigger-dag-submit").wait_for(timeout=UI_WAIT_MS)
+        conf = {"topic": stack.ui_topic, "partitions": [0], "reason": "time zones",
+                "start_time": "2026-11-22T10:00:00Z", "end_time": "2026-11-22T11:00:00Z"}  # fmt: skip
+        dialog.get_by_role("button", name="Advanced Options").click()
+        editor = dialog.locator(".monaco-editor").last
+        editor.click()
+        page.keyboard.press("ControlOrMeta+a")
+        page.keyboard.press("Backspace")
+        page.keyboard.insert_text(json.dumps(conf))
+        dialog.get_by_role("button", name="Run Parameters").click()
+        shown = dialog.get_by_text("Nov 22, 2026 15:30")  # 10:00 UTC at UTC+05:30
+        expect(shown).to_be_visible(timeout=UI_WAIT_MS)
+        screenshots(page, "start-time-in-the-users-zone")
+        shown.click()
+        time_input = page.locator("input[value='15:30']")
+        time_input.fill("16:00")
+        dialog.get_by_role("heading").first.click()  # closes the picker, not the dialog
+        expect(dialog.get_by_text("Nov 22, 2026 16:00")).to_be_visible(timeout=UI_WAIT_MS)
+        dialog.get_by_role("button", name="Advanced Options").click()
+        expect(dialog.locator(".monaco-editor").last).to_contain_text(
+            "2026-11-22T10:30:00.000Z", timeout=UI_WAIT_MS
+        )
+        screenshots(page, "start-time-sent-in-utc")
+    finally:
+        context.close()

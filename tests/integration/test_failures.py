@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
 from tests.fixtures.pipelines import verify_pipeline
 from tests.kafka_helpers import TxProducer
+from tests.process_helpers import wait_for_pause
 
 pytestmark = pytest.mark.integration
 
@@ -31,17 +31,6 @@ def start_job(config, batch_id: int, log: Path, pause_file: Path | None = None) 
         return subprocess.Popen(
             argv, env=env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT, text=True
         )
-
-
-def wait_for_pause(job: subprocess.Popen[str], pause_file: Path, log: Path, timeout_s: float = 240) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not pause_file.exists():
-        if job.poll() is not None:
-            pytest.fail(f"the job exited ({job.returncode}) before its commit:\n{log.read_text()[-5000:]}")
-        if time.monotonic() > deadline:
-            os.killpg(job.pid, signal.SIGKILL)
-            pytest.fail("the job did not reach its commit in time")
-        time.sleep(0.2)
 
 
 def finish(job: subprocess.Popen[str], log: Path, timeout_s: float = 240) -> tuple[int, str]:

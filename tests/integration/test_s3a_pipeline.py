@@ -6,23 +6,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
 
-from eos_ingest.object_storage import delta_rs_table
 from tests.kafka_helpers import TxProducer, read_committed
+from tests.s3a_helpers import cli, identities
 
 pytestmark = pytest.mark.integration
 postgres_only = pytest.mark.parametrize("control_db_url", ["postgresql"], indirect=True)
-CLI = str(Path(sys.executable).with_name("eos-ingest"))
-
-
-def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *args], env=env, capture_output=True, text=True, timeout=900, check=False)
 
 
 @postgres_only
@@ -68,14 +60,7 @@ def test_a_pipeline_ingests_into_s3a_tables_and_verify_audit_and_delta_rs_agree(
     bad = {(p, o) for p, o, v in committed if v == b"not json"}
     assert len(good) == 30 and len(bad) == 3
 
-    def identities(location: str) -> set[tuple[int, int]]:
-        table = delta_rs_table(location)
-        assert table is not None, location
-        rows = table.to_pyarrow_table(columns=["kafka_topic", "kafka_partition", "kafka_offset"]).to_pylist()
-        assert {r["kafka_topic"] for r in rows} == {topic}
-        return {(r["kafka_partition"], r["kafka_offset"]) for r in rows}
-
-    assert identities(str(config.output_path)) == good
-    assert identities(str(config.quarantine_path)) == bad
+    assert identities(str(config.output_path), topic) == dict.fromkeys(good, 1)
+    assert identities(str(config.quarantine_path), topic) == dict.fromkeys(bad, 1)
     # Nothing landed on the local disk instead.
     assert not (tmp_path / "tables").exists()

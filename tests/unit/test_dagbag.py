@@ -289,6 +289,75 @@ def test_the_job_joins_the_settings_env_with_the_file_and_never_echoes_a_bad_val
         settings_from_extra({"bootstrap.servers": {"a": 1}}, "kafka_default")
 
 
+# -- the aws connection of an s3a pipeline on its way to the Spark job and the audit ----------------
+
+AWS_CONN = {
+    "conn_type": "aws",
+    "login": "AKIALAKEKEY",
+    "password": "lake-secret-canary",
+    "extra": {"endpoint_url": "http://127.0.0.1:9555", "region_name": "eu-west-1"},
+}
+
+
+def test_the_ingest_dag_gives_the_job_the_aws_connections_endpoint_and_keys_in_its_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spark_ingest of an s3a pipeline with aws_conn_id: Airflow's own connection lookup (an aws
+    connection read as a Connection object, without the Amazon provider installed) gives the
+    spark-submit environment the AWS_* variables, the command line gets the coordinator's class
+    and no secret. Only spark-submit itself is replaced."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    from eos_ingest import aws_conn, operations
+    from eos_ingest.object_storage import LOG_STORE_CLASS, S3Access
+
+    doc = {
+        "name": "lake", "topics": ["orders"], "value": {"format": "raw"}, "schedule": None,
+        "kafka": {"bootstrap.servers": "127.0.0.1:9"}, "kafka_conn_id": None, "aws_conn_id": "lake_s3",
+        "output": {"path": "s3a://lake/tables/orders"},
+        "control_db_url": "postgresql+psycopg://eos@127.0.0.1:9/eos",  # never reached: the store is faked
+    }  # fmt: skip
+    (tmp_path / "lake.yaml").write_text(json.dumps(doc))
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_S3", json.dumps(AWS_CONN))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    dag = dag_bag(tmp_path, monkeypatch).dags["eos_ingest__lake"]
+    task = copy.copy(dag.get_task("spark_ingest"))
+    task.application_args = ["--config-file", "lake.yaml", "--batch-id", "7", "--until-caught-up", "False"]
+
+    class Planned:  # the control store's answer for batch 7
+        status = kind = type("Value", (), {"value": "planned"})()
+        ranges: tuple[()] = ()
+
+    store = type("Store", (), {"get_batch": lambda self, batch_id: Planned()})()
+    monkeypatch.setattr(operations, "open_store", lambda config: store)
+    submitted: dict[str, Any] = {}
+
+    def spark_submit(self: SparkSubmitOperator, context: Any) -> None:
+        submitted.update(env=dict(self.env_vars or {}), conf=dict(self.conf or {}), jars=self.jars)
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", spark_submit)
+    task.execute(context={})
+
+    env = submitted["env"]
+    assert {k: env[k] for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")} == {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9555", "AWS_ACCESS_KEY_ID": "AKIALAKEKEY",
+        "AWS_SECRET_ACCESS_KEY": "lake-secret-canary", "AWS_REGION": "eu-west-1",
+    }  # fmt: skip
+    # What the job then makes of them: hadoop-aws's settings for that endpoint.
+    assert S3Access.from_env(env).hadoop_conf()["fs.s3a.endpoint"] == "http://127.0.0.1:9555"
+    assert submitted["conf"]["spark.delta.logStore.s3a.impl"] == LOG_STORE_CLASS
+    assert "hadoop-aws" in submitted["jars"]
+    assert "lake-secret-canary" not in json.dumps(submitted["conf"]) + submitted["jars"]
+
+    # The validate task's way: the same variables joined into its own process for delta-rs.
+    audit_env: dict[str, str] = {}
+    aws_conn.apply("lake_s3", aws_conn.connection_from_airflow("lake_s3"), audit_env)
+    assert audit_env["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9555"
+    assert audit_env["AWS_SECRET_ACCESS_KEY"] == "lake-secret-canary"
+
+
 # -- table maintenance ---------------------------------------------------------------------------
 
 

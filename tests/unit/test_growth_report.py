@@ -46,3 +46,28 @@ def test_each_growth_figure_is_shown_with_whether_it_met_its_target(
 def test_without_results_the_section_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(growth_report, "RESULTS", tmp_path)
     assert "No growth run yet." in growth_report.render()
+
+
+def test_the_object_storage_section_shows_the_latest_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench import object_storage_report
+
+    line = {
+        "at": "t", "commit": "c", "cpus": 2, "load_1m_before": 0.5, "load_1m_after": 0.6, "note": "quiet",
+        "commits_per_arm": 20, "commit_ms_median_without_coordinator": 40.0, "commit_ms_median_with_coordinator": 52.5,
+        "coordinator_ms_per_commit": 12.5, "commit_ms_without": [30.0, 90.0], "commit_ms_with": [45.0, 80.0],
+        "batch_records_produced": 100000, "batch_records_committed": 95000, "batch_runs": 3,
+        "batch_seconds_median_local": 20.1, "batch_seconds_median_s3a": 24.2,
+        "batch_seconds_local": [20.1], "batch_seconds_s3a": [24.2],
+    }  # fmt: skip
+    results = tmp_path / "object_storage.jsonl"
+    results.write_text(json.dumps({**line, "commit": "older"}) + "\n" + json.dumps(line) + "\n")
+    monkeypatch.setattr(object_storage_report, "RESULTS", results)
+
+    text = object_storage_report.render()
+
+    assert "| Delta commit to s3a, median of 20 (ms) | 40 | 52 |" in text
+    assert "difference of the medians): 12 ms" in text
+    assert "| `eos-ingest run`, median of 3 (s) | 20.1 | 24.2 |" in text
+    assert "older" not in text

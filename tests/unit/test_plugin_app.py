@@ -104,8 +104,14 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, 
     store.close()
 
 
+# The pages' one script (base.html): fixed text at the end of the body, no value rendered into it.
+OWN_SCRIPT = re.compile(r"<script>\n// A copy button [^<]*</script>\n</body></html>\Z")
+
+
 def assert_escaped(page: str) -> None:
-    assert "<script" not in page, "an unescaped <script> reached the page"
+    rest, own = OWN_SCRIPT.subn("", page)
+    assert own == 1, "the page lost its own script, or it moved from the end of the body"
+    assert "<script" not in rest, "an unescaped <script> reached the page"
 
 
 def test_airflow_loads_the_plugin_once_from_the_entry_point_not_from_the_plugins_folder(
@@ -184,6 +190,7 @@ def test_pipeline_page_shows_partitions_batches_and_links_the_data_docs_report(
     assert 'href="../data-docs/validations/demo/batch_1.html"' in page
     assert re.search(r"<td>orders</td><td class=\"num\">0</td><td class=\"num\">10</td>", page)
     assert "Kafka offsets unavailable" in page
+    assert 'class="pager"' not in page  # two batches: one page, no page links
     for batch_id in (site["b1"], site["b2"]):
         assert f'<td class="num">{batch_id}</td>' in page
 
@@ -198,8 +205,10 @@ def test_json_endpoint_returns_the_db_part_and_a_kafka_error_when_the_broker_is_
     assert body["kafka_error"].startswith("KafkaUnavailableError") and body["total_lag"] is None
     assert body["partitions"] == [
         {"topic": "orders", "partition": 0, "committed_offset": 10, "log_start": None,
-         "last_stable_offset": None, "lag": None, "note": None},
+         "last_stable_offset": None, "lag": None, "note": None, "oldest_unread_timestamp": None,
+         "oldest_unread_age_s": None, "oldest_unread_unknown": True},
     ]  # fmt: skip
+    assert body["oldest_unread_age_s"] is None and body["oldest_unread_error"].startswith("no Kafka offsets")
     failed, committed = body["batches"]
     assert (failed["batch_id"], failed["status"]) == (site["b2"], "failed")
     assert failed["error"] == f"ReadError: {XSS}"  # JSON is data: not escaped
@@ -294,7 +303,8 @@ def test_every_text_of_a_status_is_escaped_on_both_pages(
     shown["kafka_error"] = None  # the Kafka columns and notes too
     shown["partitions"] = poisoned(
         [{"topic": "orders", "partition": 0, "committed_offset": 10, "log_start": 0,
-          "last_stable_offset": 12, "lag": 2, "note": "note"}]
+          "last_stable_offset": 12, "lag": 2, "note": "note", "oldest_unread_unknown": False,
+          "oldest_unread_timestamp": "2026-11-25T11:58:30+00:00", "oldest_unread_age_s": 90.0}]
     )  # fmt: skip
     shown["batches"][0]["dq_success"] = False
     shown["batches"][0]["dq_critical_failures"] = poisoned(["critical"])
@@ -313,7 +323,8 @@ def test_every_text_of_a_status_is_escaped_on_both_pages(
         "error": plugin.render("error.html", code=401, message=poisoned("detail"), home=poisoned("/")),
     }
     for name, page in pages.items():
-        assert "<script" not in page and "&lt;script&gt;" in page, name
+        assert_escaped(page)
+        assert "&lt;script&gt;" in page, name
         assert "\"'>" not in page, name  # no attribute closed by a value
     failed = shown["batches"][0]
     for text in (shown["partitions"][0]["note"], failed["dq_critical_failures"][0], failed["error"]):
@@ -376,9 +387,15 @@ def test_each_partition_offers_its_committed_range_as_a_backfill(
     page = client.get("/pipelines/demo").text
     hint = re.search(r'<details class="backfill small">(.*?)</details>', page, re.S)
     assert hint, page
-    conf = json.loads(re.search(r'<pre class="conf">(.*?)</pre>', hint.group(1), re.S).group(1))
+    conf = json.loads(
+        re.search(r'<pre class="conf" id="conf-orders-0">(.*?)</pre>', hint.group(1), re.S).group(1)
+    )
     assert conf == {"topic": "orders", "partitions": [0], "start_offset": 0, "end_offset": 10, "reason": ""}
-    assert "eos_backfill__demo" in hint.group(1)
+    # A link to the backfill DAG's page (Airflow's base URL is two levels up) and a copy button.
+    assert '<a href="../../dags/eos_backfill__demo" data-airflow-route>eos_backfill__demo</a>' in hint.group(
+        1
+    )
+    assert '<button type="button" class="copy" data-copy="conf-orders-0">copy</button>' in hint.group(1)
     assert (
         "eos-ingest backfill --pipeline demo --topic orders --partitions 0 --start-offset 0 --end-offset 10"
         in hint.group(1)

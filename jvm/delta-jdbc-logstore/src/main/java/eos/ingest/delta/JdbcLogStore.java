@@ -1,7 +1,11 @@
 package eos.ingest.delta;
 
 import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.StandardCopyOption;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
@@ -12,8 +16,12 @@ import java.sql.Types;
 import java.util.Optional;
 import java.util.Properties;
 import java.util.regex.Pattern;
+import io.delta.storage.internal.FileNameUtils;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Delta's external log store with its commit entries in a table of a SQL database (the eos-ingest
@@ -30,16 +38,35 @@ import org.apache.hadoop.fs.Path;
  *
  * <p>Settings (Hadoop configuration, or the same key with a {@code spark.} prefix):
  * {@code eos.delta.jdbc.url}, {@code eos.delta.jdbc.user}, {@code eos.delta.jdbc.password},
- * {@code eos.delta.jdbc.table} (default {@code eos_delta_commits}, created when missing).
+ * {@code eos.delta.jdbc.table} (default {@code eos_delta_commits}, created when missing),
+ * {@code eos.delta.jdbc.keep_versions} (default {@value #DEFAULT_KEEP_VERSIONS}; 0 keeps every entry).
  * Enable with {@code spark.delta.logStore.s3a.impl=eos.ingest.delta.JdbcLogStore}.
+ *
+ * <p>Bounded growth: after marking the entry of version N complete, the writer deletes the
+ * complete entries below version N - keep_versions (the files they stand for are in the log). Delta's
+ * own answer is a one-day TTL, and its reasoning is that a writer whose entry was deleted could
+ * then "win" that version again with a put that is not atomic. Here that cannot happen, however
+ * late the writer: the commit insert of a version is refused (FileAlreadyExistsException, as for
+ * a taken version) while the table has an entry of a higher version, and entries are deleted only
+ * from the bottom, so a higher one always remains.
  */
 public class JdbcLogStore extends BaseExternalLogStore {
   public static final String PREFIX = "eos.delta.jdbc.";
+  public static final int DEFAULT_KEEP_VERSIONS = 100;
+  /**
+   * Test-only fault hook, inert unless set: the path of a file. The first commit of a Delta
+   * version in this JVM that has inserted its entry (complete=false) writes the version's file
+   * name into that file and then waits, before copying its temporary file to N.json, until the
+   * process is killed. The tests kill -9 the writer in exactly that window.
+   */
+  public static final String PAUSE_AFTER_ENTRY_ENV = "EOS_FAULT_DELTA_PAUSE_AFTER_ENTRY";
+  private static final Logger LOG = LoggerFactory.getLogger(JdbcLogStore.class);
   private static final Pattern TABLE_NAME = Pattern.compile("[a-z_][a-z0-9_]{0,62}");
 
   private final String url;
   private final Properties credentials = new Properties();
   private final String table;
+  private final int keepVersions;
   private Connection connection; // one per log store, reopened after a failure; guarded by this
   private boolean tableReady;
 
@@ -59,6 +86,16 @@ public class JdbcLogStore extends BaseExternalLogStore {
     if (!TABLE_NAME.matcher(table).matches()) {
       throw new IllegalArgumentException(PREFIX + "table must match " + TABLE_NAME + ": " + table);
     }
+    String keep = param(hadoopConf, "keep_versions", String.valueOf(DEFAULT_KEEP_VERSIONS));
+    try {
+      keepVersions = Integer.parseInt(keep.trim());
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(
+          PREFIX + "keep_versions must be a whole number of versions (0 keeps all): " + keep);
+    }
+    if (keepVersions < 0) {
+      throw new IllegalArgumentException(PREFIX + "keep_versions must be 0 or more: " + keep);
+    }
   }
 
   private static String param(Configuration conf, String name, String fallback) {
@@ -73,20 +110,100 @@ public class JdbcLogStore extends BaseExternalLogStore {
     // overwrite=false: the commit itself, put-if-absent. overwrite=true: only ever marks the entry
     // that won as complete (by its writer, or by a reader repairing it); the temp path must match,
     // so no call can replace a winning entry by another commit's.
-    String sql =
-        "INSERT INTO " + table + " (table_path, file_name, temp_path, complete, expire_time)"
-            + " VALUES (?, ?, ?, ?, ?) ON CONFLICT (table_path, file_name) DO "
-            + (overwrite
-                ? "UPDATE SET complete = EXCLUDED.complete, expire_time = EXCLUDED.expire_time"
-                    + " WHERE " + table + ".temp_path = EXCLUDED.temp_path"
-                : "NOTHING");
-    int rows = update(sql, entry);
+    String values = "(table_path, file_name, temp_path, complete, expire_time)";
+    String conflict = " ON CONFLICT (table_path, file_name) DO ";
+    int rows;
+    if (overwrite) {
+      rows =
+          update(
+              "INSERT INTO " + table + " " + values + " VALUES (?, ?, ?, ?, ?)" + conflict
+                  + "UPDATE SET complete = EXCLUDED.complete, expire_time = EXCLUDED.expire_time"
+                  + " WHERE " + table + ".temp_path = EXCLUDED.temp_path",
+              entry,
+              false);
+    } else {
+      // A version is also taken when a higher one has an entry (the log is a sequence): this keeps
+      // a late writer from reusing a version whose own entry the cleanup deleted. N.crc sorts
+      // below N.json, so only later versions count.
+      rows =
+          update(
+              "INSERT INTO " + table + " " + values + " SELECT ?, ?, ?, ?, ?"
+                  + (isDeltaFile(entry) ? " WHERE NOT EXISTS (SELECT 1 FROM " + table
+                      + " WHERE table_path = ? AND file_name > ?)" : "")
+                  + conflict + "NOTHING",
+              entry,
+              isDeltaFile(entry));
+    }
     if (rows == 0 && !overwrite) {
       throw new FileAlreadyExistsException(entry.absoluteFilePath().toString());
     }
     if (rows == 0) {
       throw new IOException(
           "commit entry " + entry.absoluteFilePath() + " belongs to another commit than " + entry.tempPath);
+    }
+  }
+
+  private static boolean isDeltaFile(ExternalCommitEntry entry) {
+    return FileNameUtils.isDeltaFile(new Path(entry.fileName));
+  }
+
+  @Override
+  protected void writeCopyTempFile(FileSystem fs, Path src, Path dst) throws IOException {
+    pauseIfAsked(dst);
+    super.writeCopyTempFile(fs, src, dst);
+  }
+
+  @Override
+  protected void writePutCompleteDbEntry(ExternalCommitEntry entry) throws IOException {
+    super.writePutCompleteDbEntry(entry);
+    deleteOldEntries(entry);
+  }
+
+  /** Deletes the table's complete entries below version N - keep_versions (N: this commit's). A
+   * failure is logged, never the commit's: the entries are only kept a little longer. */
+  private synchronized void deleteOldEntries(ExternalCommitEntry entry) {
+    if (keepVersions == 0 || !isDeltaFile(entry)) return;
+    long below = FileNameUtils.deltaVersion(new Path(entry.fileName)) - keepVersions;
+    if (below <= 0) return;
+    String belowName = String.format("%020d", below); // every file name of a lower version sorts under it
+    try {
+      int deleted =
+          withConnection(
+              conn -> {
+                try (PreparedStatement st =
+                    conn.prepareStatement(
+                        "DELETE FROM " + table
+                            + " WHERE table_path = ? AND file_name < ? AND complete")) {
+                  st.setString(1, entry.tablePath.toString());
+                  st.setString(2, belowName);
+                  return st.executeUpdate();
+                }
+              });
+      if (deleted > 0) LOG.debug("deleted {} commit entries of {} below version {}", deleted, entry.tablePath, below);
+    } catch (IOException e) {
+      LOG.warn("could not delete old commit entries of {}: {}", entry.tablePath, e.getMessage());
+    }
+  }
+
+  private static final Object PAUSE_ONCE = new Object();
+  private static boolean paused;
+
+  private static void pauseIfAsked(Path dst) throws IOException {
+    String marker = System.getenv(PAUSE_AFTER_ENTRY_ENV);
+    if (marker == null || marker.isEmpty() || !FileNameUtils.isDeltaFile(dst)) return;
+    synchronized (PAUSE_ONCE) {
+      if (paused) return;
+      paused = true;
+    }
+    java.nio.file.Path target = java.nio.file.Path.of(marker);
+    java.nio.file.Path aside = target.resolveSibling(target.getFileName() + ".tmp");
+    Files.writeString(aside, dst.toString(), StandardCharsets.UTF_8);
+    Files.move(aside, target, StandardCopyOption.ATOMIC_MOVE); // never seen half written
+    LOG.warn("{} is set: paused before copying to {} until killed", PAUSE_AFTER_ENTRY_ENV, dst);
+    try {
+      while (true) Thread.sleep(1000);
+    } catch (InterruptedException e) {
+      throw new InterruptedIOException("paused commit interrupted");
     }
   }
 
@@ -111,7 +228,8 @@ public class JdbcLogStore extends BaseExternalLogStore {
         null);
   }
 
-  private int update(String sql, ExternalCommitEntry entry) throws IOException {
+  /** Runs `sql` with the entry's five values, then (with `floor`) its table path and file name. */
+  private int update(String sql, ExternalCommitEntry entry, boolean floor) throws IOException {
     return withConnection(
         conn -> {
           try (PreparedStatement st = conn.prepareStatement(sql)) {
@@ -121,6 +239,10 @@ public class JdbcLogStore extends BaseExternalLogStore {
             st.setBoolean(4, entry.complete);
             if (entry.expireTime == null) st.setNull(5, Types.BIGINT);
             else st.setLong(5, entry.expireTime);
+            if (floor) {
+              st.setString(6, entry.tablePath.toString());
+              st.setString(7, entry.fileName);
+            }
             return st.executeUpdate();
           }
         });
