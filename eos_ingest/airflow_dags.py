@@ -1,4 +1,4 @@
-"""Airflow DAG factory: two DAGs per pipeline file in the pipelines folder.
+"""Airflow DAG factory: two DAGs per pipeline file in the pipelines folder (three with `maintenance:`).
 
 The pipelines folder is $EOS_PIPELINES_DIR, else ``pipelines/`` beside the DAGs folder
 (config.default_pipelines_dir). A DAG file only calls this module (dags/eos_pipelines.py):
@@ -9,6 +9,8 @@ The pipelines folder is $EOS_PIPELINES_DIR, else ``pipelines/`` beside the DAGs 
 - ``eos_ingest__<name>``: on the pipeline's schedule, plan -> spark_ingest -> validate -> publish.
 - ``eos_backfill__<name>``: manual only; a trigger form asks for a topic, partitions, an offset
   range or a time window, and a reason; record_backfill -> spark_ingest -> validate -> publish.
+- ``eos_maintain__<name>``: only for a pipeline file with a ``maintenance:`` block, on its
+  schedule; one task running ``eos-ingest maintain`` (OPTIMIZE + VACUUM, docs/maintenance.md).
 
 Wiring only: every decision lives in eos_ingest (plan_batch, backfill, quality, airflow_conn) and
 is tested without Airflow. A pipeline file that does not load is skipped here and reported, with
@@ -34,7 +36,7 @@ from airflow.sdk import DAG, Asset, BaseHook, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 
 from eos_ingest.config import PipelineConfig, default_pipelines_dir, load_pipeline
-from eos_ingest.dag_ids import backfill_dag_id, ingest_dag_id
+from eos_ingest.dag_ids import backfill_dag_id, ingest_dag_id, maintain_dag_id
 from eos_ingest.errors import ConfigError, EosIngestError
 from eos_ingest.object_storage import table_uri
 from eos_ingest.redact import redact_text
@@ -419,12 +421,57 @@ def backfill_dag(config: PipelineConfig) -> DAG:
     return dag
 
 
+def _maintain(pipeline_file: str) -> None:
+    """Run ``eos-ingest maintain`` on the pipeline file, in a process of its own: its Spark
+    session (local, as `verify`) starts and stops with it, not in the worker's process. The aws
+    connection's access reaches it as AWS_* variables, never on the command line."""
+    import subprocess
+    import sys
+
+    from eos_ingest import aws_conn
+    from eos_ingest.submit import spark_submit_env
+
+    with _library_errors():
+        config = load_pipeline(pipeline_file)
+        env = spark_submit_env()
+        aws_vars = aws_conn.connection_from_airflow(config.aws_conn_id)
+        if aws_vars and config.aws_conn_id:
+            env.update(aws_conn.joined(aws_vars, os.environ, config.aws_conn_id))
+    argv = [sys.executable, "-m", "eos_ingest.cli", "maintain", "--config", pipeline_file]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    log.info("eos-ingest maintain: %s", done.stdout)
+    if done.returncode != 0:
+        message = f"eos-ingest maintain exited {done.returncode}: {redact_text(done.stderr[-2000:])}"
+        # 2 is a refused input (a retention a planned batch still needs): a retry cannot help.
+        if done.returncode == 2:
+            raise AirflowFailException(message)
+        raise RuntimeError(message)
+
+
+def maintain_dag(config: PipelineConfig) -> DAG:
+    """``eos_maintain__<name>``: OPTIMIZE + VACUUM of the tables on `maintenance.schedule`."""
+    assert config.maintenance is not None
+    with DAG(
+        dag_id=maintain_dag_id(config.name),
+        schedule=config.maintenance.schedule,
+        start_date=datetime(2024, 1, 1, tzinfo=UTC),
+        catchup=False,
+        max_active_runs=1,
+        auto_register=False,  # exposed through the module globals only, once checked
+        default_args=DEFAULT_ARGS,
+        tags=["eos-ingest", "maintenance", f"pipeline:{config.name}"],
+        doc_md=_doc(config, f"Table maintenance of pipeline **{config.name}**: OPTIMIZE + VACUUM."),
+    ) as dag:
+        task(task_id="maintain", execution_timeout=timedelta(hours=4))(_maintain)(str(config.source))
+    return dag
+
+
 def _pipeline_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.yaml")) if folder.is_dir() else []
 
 
 def _pipeline_dags(file: Path) -> list[DAG]:
-    """Both DAGs of one pipeline file, or none when the file does not load or Airflow refuses one.
+    """The DAGs of one pipeline file (ingest, backfill, maintain if asked), or none when the file does not load or Airflow refuses one.
 
     Airflow marks every DAG of a file that has an import error stale (never run), so one pipeline
     must never raise here: load errors are reported by report_broken_pipeline_files, and the DAGs
@@ -436,6 +483,8 @@ def _pipeline_dags(file: Path) -> list[DAG]:
         return []
     try:
         dags = [ingest_dag(config), backfill_dag(config)]
+        if config.maintenance is not None:
+            dags.append(maintain_dag(config))
         for dag in dags:
             dag.validate()
     except Exception:

@@ -1,4 +1,4 @@
-"""eos-ingest: plan | run | status | verify | backfill | abandon, for one pipeline, without Airflow.
+"""eos-ingest: plan | run | status | verify | maintain | backfill | abandon, for one pipeline, without Airflow.
 
 eos-ingest run --pipeline demo        plan a batch (or resume the pending one) and execute it
 eos-ingest run --pipeline demo --until-caught-up
@@ -13,8 +13,10 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from eos_ingest import aws_conn
 from eos_ingest.airflow_conn import (
@@ -28,6 +30,7 @@ from eos_ingest.kafka_offsets import fetch_snapshot
 from eos_ingest.operations import (
     audit_batches,
     batch_summary,
+    maintain,
     open_store,
     pipeline_status,
     plan_batch,
@@ -117,25 +120,37 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
+@contextmanager
+def spark_session(config: PipelineConfig, purpose: str) -> Iterator[Any]:
+    """A Spark session for a command that runs Spark in this process (verify, maintain).
+
+    Called in a process that already has a session (a test, a notebook), it borrows it and
+    leaves it running: stopping it would break its owner's next Spark step."""
     from pyspark.sql import SparkSession
 
     from eos_ingest.object_storage import configure_session, uses_object_store
     from eos_ingest.spark_session import build_session
-    from eos_ingest.verify import verify
 
-    config = load_config(args)
-    store = open_store(config)
-    # Called in a process that already has a session (a test, a notebook), verify borrows it and
-    # leaves it running: stopping it would break its owner's next Spark step.
     borrowed = SparkSession.getActiveSession()
     spark = borrowed or build_session(
-        f"eos-ingest verify {config.name}", master="local[2]", object_storage=uses_object_store(config)
+        f"eos-ingest {purpose} {config.name}", master="local[2]", object_storage=uses_object_store(config)
     )
     if borrowed is None:
         spark.sparkContext.setLogLevel("ERROR")
     try:
         configure_session(spark, config)
+        yield spark
+    finally:
+        if borrowed is None:
+            spark.stop()
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from eos_ingest.verify import verify
+
+    config = load_config(args)
+    store = open_store(config)
+    with spark_session(config, "verify") as spark:
         report = verify(
             spark,
             config.kafka_settings,
@@ -143,11 +158,25 @@ def cmd_verify(args: argparse.Namespace) -> int:
             [str(config.output_path), str(config.quarantine_path)],
             config.topics,
         )
-    finally:
-        if borrowed is None:
-            spark.stop()
     print(json.dumps({"pipeline": config.name, **report.to_dict()}, indent=2))
     return 0 if report.ok else 1
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    """``eos-ingest maintain``: OPTIMIZE and VACUUM the table and the quarantine table (a dry run
+    only lists what VACUUM would delete, without Spark)."""
+    config = load_config(args)
+    store = open_store(config)
+    retention = args.retention_hours
+    if retention is None and config.maintenance is not None:
+        retention = config.maintenance.retention_hours
+    if args.dry_run:
+        report = maintain(config, store, None, retention_hours=retention, dry_run=True)
+    else:
+        with spark_session(config, "maintain") as spark:
+            report = maintain(config, store, spark, retention_hours=retention)
+    print(json.dumps(report, indent=2, default=str))
+    return 0
 
 
 def cmd_reset_offsets(args: argparse.Namespace) -> int:
@@ -247,6 +276,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=int, default=10
     )
     command("verify", cmd_verify, "compare Kafka's committed records with the output tables")
+    p = command("maintain", cmd_maintain, "OPTIMIZE and VACUUM the output tables")
+    p.add_argument(
+        "--retention-hours",
+        type=float,
+        help="VACUUM keeps files removed less than this long ago (default: the pipeline's "
+        "maintenance.retention_hours, else 168; refused below what a planned batch may still need)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="change nothing: list what VACUUM would delete now")
     p = command("backfill", cmd_backfill, "re-ingest an offset range or time window of committed partitions")
     p.add_argument("--topic", required=True)
     p.add_argument("--partitions", required=True, help="comma-separated, e.g. 0,1")

@@ -25,6 +25,8 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
     control_db_url: sqlite:///${EOS_STATE_DIR}/control.db   # postgresql+psycopg://... too; see below
     schedule: "@hourly"            # 5-field cron (UTC, checked with croniter) or preset; null = manual
     expectations: []               # extra GX expectations: mappings with a "type" and its fields
+    maintenance: {schedule: "@daily", retention_hours: 168}   # optional: the eos_maintain__<name>
+                                   # DAG (OPTIMIZE + VACUUM, docs/maintenance.md); none without it
 
 ``${VAR}`` and ``${VAR:-default}`` are expanded from the environment in every string value
 (``:-`` also replaces an empty value, as in the shell); ``EOS_STATE_DIR`` always resolves, to
@@ -71,6 +73,7 @@ __all__ = [
     "SCHEDULE_PRESETS",
     "START_FROM",
     "VALUE_FORMATS",
+    "MaintenanceConfig",
     "OutputConfig",
     "PipelineConfig",
     "ValueConfig",
@@ -100,6 +103,15 @@ class ValueConfig:
     registry: RegistrySettings | None = None
     # The .avsc files read (reader, then writers): a spark-submit ships them beside the pipeline file.
     schema_files: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class MaintenanceConfig:
+    """OPTIMIZE + VACUUM of the tables (maintenance.py): the DAG's schedule (None: manual runs
+    only) and the VACUUM retention in hours (None: Delta's 7 days, or more while a batch is planned)."""
+
+    schedule: str | None = "@daily"
+    retention_hours: float | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +157,9 @@ class PipelineConfig:
     # Airflow connection of type aws whose access joins the AWS_* variables (aws_conn.py); None = none.
     aws_conn_id: str | None = field(default=None)
     metadata: MetadataConfig = field(default_factory=MetadataConfig)
+    # The `maintenance:` block: the eos_maintain__<name> DAG's schedule and VACUUM retention;
+    # None when the file has none (no maintenance DAG).
+    maintenance: MaintenanceConfig | None = None
 
     @property
     def output_path(self) -> TableLocation:
@@ -324,6 +339,11 @@ class _Loader:
             control_db_url=model.control_db_url,
             schedule=model.schedule,
             expectations=tuple(model.expectations),
+            maintenance=(
+                MaintenanceConfig(model.maintenance.schedule, model.maintenance.retention_hours)
+                if model.maintenance is not None
+                else None
+            ),
             source=self.path.resolve(),
         )
 

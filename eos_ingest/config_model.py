@@ -397,6 +397,22 @@ class MetadataSection(_Section):
     timestamp_type: Annotated[bool, BeforeValidator(_flag)] = False
 
 
+def _retention(value: Any) -> float:
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = float(value)  # what a ${VAR} gives is always a string
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise problem("use a number of hours >= 0, e.g. 168 (Delta's default, 7 days)")
+    return float(value)
+
+
+class MaintenanceSection(_Section):
+    """`maintenance:` -- the eos_maintain__<name> DAG (OPTIMIZE + VACUUM, docs/maintenance.md)."""
+
+    schedule: Annotated[str | None, BeforeValidator(check_schedule)] = "@daily"
+    retention_hours: Annotated[float | None, BeforeValidator(_retention)] = None
+
+
 def _partition_list(value: Any) -> Any:
     if not isinstance(value, list):
         raise problem("give a list of columns, e.g. [event_date]")
@@ -438,6 +454,8 @@ class PipelineFile(_Section):
     expectations: Annotated[
         list[Annotated[dict[str, Any], BeforeValidator(_expectation)]], BeforeValidator(_expectation_list)
     ] = []
+    # None: no maintenance DAG (`eos-ingest maintain` still works, with its defaults).
+    maintenance: MaintenanceSection | None = None
 
     @field_validator("control_db_url")
     @classmethod
@@ -492,6 +510,7 @@ class PipelineFile(_Section):
             ("value", "schema_registry"): RegistrySection,
             ("key",): KeySection,
             ("metadata",): MetadataSection,
+            ("maintenance",): MaintenanceSection,
         }
         model = models.get(section)
         return [f.alias or n for n, f in model.model_fields.items()] if model else []

@@ -121,6 +121,12 @@ class ControlStore:
             return found[::-1]
         return self._db.run(lambda conn: q.load(conn, query, limit), write=False)
 
+    def planned_batches(self, pipeline: str) -> list[Batch]:
+        """The pipeline's planned batches (scheduled and backfill), newest first: the unfinished
+        work that may still read the table's current versions (maintenance's VACUUM keeps them)."""
+        query = (batches.c.pipeline == pipeline) & (batches.c.status == BatchStatus.PLANNED.value)
+        return self._db.run(lambda conn: q.load(conn, query, 10_000), write=False)
+
     def batches_of_run(self, pipeline: str, first_batch_id: int, limit: int = 10_000) -> list[Batch]:
         """Scheduled batches from `first_batch_id` on, oldest first: what one catch-up run planned."""
         query = (

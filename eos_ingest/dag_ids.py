@@ -6,6 +6,7 @@ from __future__ import annotations
 
 INGEST_PREFIX = "eos_ingest__"
 BACKFILL_PREFIX = "eos_backfill__"
+MAINTAIN_PREFIX = "eos_maintain__"  # no longer than BACKFILL_PREFIX (config_model's name limit)
 
 
 def ingest_dag_id(pipeline: str) -> str:
@@ -16,6 +17,11 @@ def ingest_dag_id(pipeline: str) -> str:
 def backfill_dag_id(pipeline: str) -> str:
     """The manual backfill DAG."""
     return BACKFILL_PREFIX + pipeline
+
+
+def maintain_dag_id(pipeline: str) -> str:
+    """The table maintenance DAG (OPTIMIZE + VACUUM), made when the pipeline has `maintenance:`."""
+    return MAINTAIN_PREFIX + pipeline
 
 
 def pipeline_dag_ids(pipeline: str) -> tuple[str, str]:

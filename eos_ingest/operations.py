@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eos_ingest.airflow_conn import KAFKA_SETTINGS_ENV, connection_settings_from_env, encode_settings
 from eos_ingest.backfill import BackfillRequest, create_backfill, parse_request
@@ -21,6 +21,9 @@ from eos_ingest.kafka_offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.object_storage import uses_object_store
 from eos_ingest.planner import TopicPartition, plan_ranges
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def open_store(config: PipelineConfig) -> ControlStore:
@@ -170,6 +173,31 @@ def record_backfill(
     """
     request = parse_request(params, config.topics)
     return create_backfill(config, store, request, airflow_run_id=airflow_run_id), request
+
+
+def maintain(
+    config: PipelineConfig,
+    store: ControlStore,
+    spark: SparkSession | None,
+    *,
+    retention_hours: float | None = None,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """OPTIMIZE and VACUUM the pipeline's table and quarantine table (maintenance.maintain_table).
+
+    The VACUUM retention is checked against the pipeline's planned batches first
+    (maintenance.vacuum_retention_hours): a retention that a planned batch may still need raises
+    ConfigError before anything is changed. `spark` may be None for a dry run."""
+    from eos_ingest.maintenance import maintain_table, vacuum_retention_hours
+
+    hours = vacuum_retention_hours(store.planned_batches(config.name), retention_hours)
+    return {
+        "pipeline": config.name,
+        "dry_run": dry_run,
+        "retention_hours": hours,
+        "table": maintain_table(spark, config.output_path, hours, dry_run=dry_run),
+        "quarantine": maintain_table(spark, config.quarantine_path, hours, dry_run=dry_run),
+    }
 
 
 def pipeline_status(config: PipelineConfig, store: ControlStore, *, batches: int = 10) -> dict[str, Any]:

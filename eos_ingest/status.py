@@ -42,6 +42,7 @@ from eos_ingest.config import PipelineConfig, default_pipelines_dir, load_pipeli
 from eos_ingest.control_store import Batch, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError
 from eos_ingest.kafka_offsets import fetch_partition_offsets, first_record_timestamps
+from eos_ingest.maintenance import table_maintenance_status
 from eos_ingest.planner import PartitionOffsets, TopicPartition
 from eos_ingest.redact import redact_text, redact_tree, secrets_of
 
@@ -183,6 +184,8 @@ def pipeline_status(
             "partitions": partitions,
             "batches": [batch_status(b) for b in recent],
             "page": page,
+            # Per table: file count, bytes and the last OPTIMIZE / VACUUM (maintenance.py).
+            "tables": table_maintenance_status(config),
         }
     )
     return shown

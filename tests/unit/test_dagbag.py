@@ -356,3 +356,51 @@ def test_the_ingest_dag_gives_the_job_the_aws_connections_endpoint_and_keys_in_i
     aws_conn.apply("lake_s3", aws_conn.connection_from_airflow("lake_s3"), audit_env)
     assert audit_env["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9555"
     assert audit_env["AWS_SECRET_ACCESS_KEY"] == "lake-secret-canary"
+
+
+# -- table maintenance ---------------------------------------------------------------------------
+
+
+def with_orders(folder: Path, maintenance: str) -> Path:
+    """The demo and an orders pipeline with the given `maintenance:` block in `folder`."""
+    shutil.copy(PIPELINES / "demo.yaml", folder / "demo.yaml")
+    (folder / "orders.yaml").write_text(
+        f"name: orders\ntopics: [orders]\nvalue: {{format: raw}}\nmaintenance: {maintenance}\n"
+    )
+    return folder
+
+
+def test_a_maintenance_block_adds_a_maintain_dag_on_its_schedule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_orders(tmp_path, "{schedule: '30 3 * * *', retention_hours: 200}")
+    (tmp_path / "clicks.yaml").write_text(
+        "name: clicks\ntopics: [c]\nvalue: {format: raw}\nmaintenance: {}\n"
+    )
+
+    bag = dag_bag(tmp_path, monkeypatch)
+
+    assert bag.import_errors == {}
+    assert sorted(d for d in bag.dag_ids if d.startswith("eos_maintain__")) == [
+        "eos_maintain__clicks", "eos_maintain__orders",
+    ]  # fmt: skip
+    orders = bag.dags["eos_maintain__orders"]
+    assert orders.schedule == "30 3 * * *"
+    assert orders.max_active_runs == 1 and orders.catchup is False
+    assert [t.task_id for t in orders.tasks] == ["maintain"]
+    assert bag.dags["eos_maintain__clicks"].schedule == "@daily"  # the block's default
+    assert "eos_maintain__demo" not in bag.dag_ids  # demo.yaml documents the block, commented
+
+
+def test_a_bad_maintenance_block_is_refused_with_its_file_key_and_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_orders(tmp_path, "{schedule: 'daily', retention_hours: -1, keep: 3}")
+
+    bag = dag_bag(tmp_path, monkeypatch)
+
+    assert sorted(bag.dag_ids) == ["eos_backfill__demo", "eos_ingest__demo"]
+    message = next(iter(bag.import_errors.values()))
+    assert "orders.yaml: maintenance.schedule = 'daily' is not valid; use a 5-field cron" in message
+    assert "orders.yaml: maintenance.retention_hours = -1 is not valid; use a number of hours >= 0" in message
+    assert "orders.yaml: maintenance.keep = 3 is not valid; unknown key" in message

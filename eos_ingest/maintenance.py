@@ -1,0 +1,204 @@
+"""Table maintenance: OPTIMIZE (compact small files) and VACUUM (delete unreferenced files) of a
+pipeline's table and its quarantine table, and the figures the Ingestion page shows about them.
+
+Exactly-once is untouched: OPTIMIZE only rewrites files (its commit has dataChange=false), so the
+rows and every batch's txnAppId stay as they were; a replace racing an OPTIMIZE commit fails with
+a concurrent-modification error that writer.replace_ranges retries (ConcurrentDeleteReadException
+and ConcurrentDeleteDeleteException are in its list).
+
+VACUUM deletes files that the current version no longer references and that were removed longer
+ago than the retention. A planned batch (a running or crashed ingest, a backfill) may still read
+or replace from the versions of its start, so the retention covers the age of the oldest planned
+batch, and is never below Delta's default of 7 days unless the operator asks for less and no batch
+is planned (vacuum_retention_hours).
+
+Maintenance is recorded by Delta itself: its OPTIMIZE and VACUUM END commits carry the time and
+the metrics (files and bytes removed and added), read back with delta-rs (last_maintenance): no
+table in the control DB, no schema change.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from eos_ingest.config import PipelineConfig
+from eos_ingest.control_store import Batch
+from eos_ingest.errors import ConfigError
+from eos_ingest.object_storage import TableLocation, delta_rs_table
+from eos_ingest.redact import redact_text
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+# Delta's default delta.deletedFileRetentionDuration: 7 days.
+DEFAULT_RETENTION_HOURS = 168
+# Commits searched for the last maintenance (a table taking a batch an hour makes 168 a week).
+HISTORY_DEPTH = 1000
+MAINTENANCE_OPERATIONS = ("OPTIMIZE", "VACUUM END")
+# Spark refuses a VACUUM below the table's retention unless this check is off.
+_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+# Writes VACUUM START / VACUUM END commits (with metrics) to the log, where last_maintenance reads them.
+_VACUUM_LOGGING = "spark.databricks.delta.vacuum.logging.enabled"
+
+
+@dataclass(frozen=True)
+class TableFigures:
+    """The current version of a Delta table: its data files and their total size."""
+
+    version: int
+    files: int
+    bytes: int
+
+
+def table_figures(location: TableLocation) -> TableFigures | None:
+    """Files and bytes of the table's current version, read from its log with delta-rs; None if
+    there is no table."""
+    delta = delta_rs_table(location)
+    if delta is None:
+        return None
+    return _figures(delta)
+
+
+def _figures(delta: DeltaTable) -> TableFigures:
+    import pyarrow as pa
+
+    actions = pa.table(delta.get_add_actions(flatten=True))
+    size = int(pa.compute.sum(actions.column("size_bytes")).as_py() or 0) if actions.num_rows else 0
+    return TableFigures(int(delta.version()), actions.num_rows, size)
+
+
+def last_maintenance(location: TableLocation) -> dict[str, Any] | None:
+    """The newest OPTIMIZE or VACUUM END commit of the table: its version, operation, time (UTC,
+    ISO-8601) and metrics; None if the table has none (or no table)."""
+    delta = delta_rs_table(location)
+    if delta is None:
+        return None
+    for commit in delta.history(HISTORY_DEPTH):  # newest first
+        if commit.get("operation") in MAINTENANCE_OPERATIONS:
+            return {
+                "version": int(commit["version"]),
+                "operation": commit["operation"],
+                "at": datetime.fromtimestamp(int(commit["timestamp"]) / 1000, UTC).isoformat(),
+                "metrics": _numbers(commit.get("operationMetrics") or {}),
+            }
+    return None
+
+
+def _numbers(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Delta Spark writes every operation metric as a string: whole numbers become ints."""
+    return {k: int(v) if isinstance(v, str) and v.isdigit() else v for k, v in metrics.items()}
+
+
+def table_maintenance_status(config: PipelineConfig) -> dict[str, Any]:
+    """What the Ingestion page shows per table: file count, size and the last maintenance;
+    None for a table not written yet. A table that cannot be read (a store that does not answer)
+    gets {"error": ...}: the page still renders."""
+
+    def one(location: TableLocation) -> dict[str, Any] | None:
+        try:
+            figures = table_figures(location)
+            if figures is None:
+                return None
+            return {**asdict(figures), "last_maintenance": last_maintenance(location)}
+        except Exception as exc:  # delta-rs raises its own and OSError kinds; the page must render
+            log.warning("table %s: no figures: %s", location, exc)
+            return {"error": redact_text(f"{type(exc).__name__}: {exc}")}
+
+    return {"table": one(config.output_path), "quarantine": one(config.quarantine_path)}
+
+
+def vacuum_retention_hours(
+    planned: Sequence[Batch], requested: float | None, now: datetime | None = None
+) -> float:
+    """The VACUUM retention in hours: it keeps every file a planned batch may still read.
+
+    A planned batch started from a version no older than its created_at, so the retention must
+    cover now - the oldest planned batch's created_at, and is never below Delta's 7 days then.
+    `requested` (--retention-hours) below that is refused with ConfigError naming the batch;
+    without a planned batch any requested value >= 0 is used, else 7 days."""
+    now = now or datetime.now(UTC)
+    if requested is not None and (requested < 0 or math.isnan(requested)):
+        raise ConfigError(f"--retention-hours {requested} is not valid; use a number of hours >= 0, e.g. 168")
+    if not planned:
+        return float(DEFAULT_RETENTION_HOURS if requested is None else requested)
+    oldest = min(planned, key=lambda b: b.created_at)
+    age_hours = (now - oldest.created_at).total_seconds() / 3600
+    needed = max(float(DEFAULT_RETENTION_HOURS), math.ceil(age_hours) + 1.0)
+    if requested is None:
+        return needed
+    if requested < needed:
+        raise ConfigError(
+            f"--retention-hours {requested:g} is refused: batch {oldest.batch_id} ({oldest.kind.value}, "
+            f"planned at {oldest.created_at.isoformat()}) is unfinished and may still read or replace "
+            f"files of the versions since then, so VACUUM must keep at least {needed:g} hours (never "
+            f"below Delta's default {DEFAULT_RETENTION_HOURS} while a batch is planned); leave the "
+            "option out, give at least that, or finish or abandon the batch first"
+        )
+    return float(requested)
+
+
+def maintain_table(
+    spark: SparkSession | None, location: TableLocation, retention_hours: float, *, dry_run: bool = False
+) -> dict[str, Any] | None:
+    """OPTIMIZE then VACUUM one Delta table (None if there is no table). Returns the figures
+    before and after, the OPTIMIZE metrics and the files VACUUM deleted (or would delete).
+
+    The whole table is compacted: Delta's bin-packing leaves files that are already large alone,
+    so partitions no batch wrote since the last run cost only the listing. A dry run changes
+    nothing: it lists, with delta-rs, the files VACUUM would delete now (and needs no `spark`)."""
+    delta = delta_rs_table(location)
+    if delta is None:
+        return None
+    before = _figures(delta)
+    if dry_run:
+        doomed = delta.vacuum(
+            retention_hours=int(retention_hours), dry_run=True, enforce_retention_duration=False
+        )
+        return {
+            "before": asdict(before),
+            "retention_hours": retention_hours,
+            "would_vacuum_files": len(doomed),
+        }
+
+    if spark is None:
+        raise ValueError("maintain_table needs a Spark session unless dry_run")
+    from delta.tables import DeltaTable as SparkDeltaTable
+
+    table = SparkDeltaTable.forPath(spark, str(location))
+    metrics_row = table.optimize().executeCompaction().select("metrics").collect()
+    optimized = metrics_row[0]["metrics"].asDict(recursive=True) if metrics_row else {}
+    previous = {key: spark.conf.get(key, None) for key in (_RETENTION_CHECK, _VACUUM_LOGGING)}
+    try:
+        spark.conf.set(_VACUUM_LOGGING, "true")
+        if retention_hours < DEFAULT_RETENTION_HOURS:
+            # Only reached when vacuum_retention_hours allowed it: no batch is planned.
+            spark.conf.set(_RETENTION_CHECK, "false")
+        table.vacuum(float(retention_hours))
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+    after = table_figures(location)
+    assert after is not None  # the table existed a moment ago and OPTIMIZE never deletes it
+    vacuumed = last_maintenance(location)
+    result = {
+        "before": asdict(before),
+        "after": asdict(after),
+        "retention_hours": retention_hours,
+        "optimize": {
+            k: optimized.get(k) for k in ("numFilesAdded", "numFilesRemoved", "partitionsOptimized")
+        },
+        "vacuum": vacuumed["metrics"] if vacuumed and vacuumed["operation"] == "VACUUM END" else None,
+    }
+    log.info("maintained %s: %s", location, result)
+    return result
