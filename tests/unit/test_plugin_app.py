@@ -485,3 +485,26 @@ def test_data_docs_are_served_sandboxed_and_may_load_nothing_from_elsewhere(
         )
     assert "script-src" not in policy  # default-src 'none': GX's CDN scripts are blocked
     assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_page_shows_each_table_with_its_files_size_and_last_maintenance(
+    client: TestClient, site: dict[str, Any]
+) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from eos_ingest.config import load_pipeline
+
+    config = load_pipeline(site["folder"] / "demo.yaml")
+    for n in range(3):  # three commits, three files
+        write_deltalake(
+            str(config.output_path), pa.table({"kafka_offset": pa.array([n], pa.int64())}), mode="append"
+        )
+
+    page = client.get("/pipelines/demo").text
+
+    row = re.search(r"<tr><td>output</td>(.*?)</tr>", page, re.S)
+    assert row is not None, page
+    assert '<td class="num">2</td><td class="num">3</td>' in row.group(1)  # version 2, 3 files
+    assert "none yet" in row.group(1)
+    assert re.search(r"<tr><td>quarantine</td><td colspan=\"4\" class=\"muted\">not written yet", page)
