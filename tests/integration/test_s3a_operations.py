@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from eos_ingest import paths
 from eos_ingest.object_storage import delta_rs_table
+from tests.fixtures.page_users import viewer
 from tests.kafka_helpers import TxProducer
 from tests.s3a_helpers import cli
 
@@ -22,12 +23,14 @@ postgres_only = pytest.mark.parametrize("control_db_url", ["postgresql"], indire
 
 
 def plugin_client() -> TestClient:
-    """The plugin's app, loaded from its entry point as Airflow does (login check overridden)."""
+    """The plugin's app, loaded from its entry point as Airflow does (login and access checks
+    overridden: a viewer)."""
     pyproject = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())
     ((name, value),) = pyproject["project"]["entry-points"]["airflow.plugins"].items()
     cls = importlib.metadata.EntryPoint(name=name, value=value, group="airflow.plugins").load()
     app = sys.modules[cls.__module__].build_app()
     app.dependency_overrides[app.state.require_user] = lambda: None
+    app.dependency_overrides[app.state.user_access] = viewer  # reads every pipeline's DAGs
     return TestClient(app)
 
 
