@@ -1,6 +1,7 @@
 """What an operator uses on a pipeline whose tables are on s3a (s3proxy, a PostgreSQL control DB):
 the quality gate in the job, `eos-ingest audit` (delta-rs reads the committed rows from the
-store), and the Ingestion page's data through the Airflow plugin's own app."""
+store), `eos-ingest maintain` (OPTIMIZE and VACUUM through the commit coordinator), and the
+Ingestion page's data through the Airflow plugin's own app."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from eos_ingest import paths
 from eos_ingest.object_storage import delta_rs_table
 from tests.fixtures.page_users import viewer
 from tests.kafka_helpers import TxProducer
-from tests.s3a_helpers import cli
+from tests.s3a_helpers import cli, identities
 
 pytestmark = pytest.mark.integration
 postgres_only = pytest.mark.parametrize("control_db_url", ["postgresql"], indirect=True)
@@ -35,7 +36,7 @@ def plugin_client() -> TestClient:
 
 
 @postgres_only
-def test_the_gate_the_audit_and_the_ingestion_page_work_on_an_s3a_table(
+def test_the_gate_the_audit_maintenance_and_the_ingestion_page_work_on_an_s3a_table(
     kafka_bootstrap, make_topic, make_pipeline, control_db_url, s3_server, monkeypatch
 ) -> None:
     topic = make_topic(partitions=2)
@@ -73,3 +74,25 @@ def test_the_gate_the_audit_and_the_ingestion_page_work_on_an_s3a_table(
     assert (after["dq_stage"], after["dq_success"]) == ("audit", True), after
     docs = after["dq_report_docs_path"]
     assert docs and client.get(f"/pipelines/{config.name}").text.count(docs) >= 1
+
+    # Maintenance on the store: a second batch adds files, OPTIMIZE compacts them and VACUUM (no
+    # batch planned, so a retention of 0 h is taken) deletes the small ones; every row stays
+    # once, verify still says exactly-once, and the page shows the maintenance.
+    producer.transaction(topic, [{"id": i, "name": "n", "amount": 1.5} for i in range(40, 80)], commit=True)
+    second = cli("run", "--config", str(config.source), "--master", "local[1]", env=env)
+    assert second.returncode == 0, second.stderr[-4000:]
+    table = delta_rs_table(str(config.output_path))
+    assert table is not None
+    files_before, rows_before = len(table.file_uris()), identities(str(config.output_path), topic)
+    assert files_before > 2 and sum(rows_before.values()) == 80, (files_before, rows_before)
+
+    maintain = cli("maintain", "--config", str(config.source), "--retention-hours", "0", env=env)
+    assert maintain.returncode == 0, maintain.stdout[-2000:] + maintain.stderr[-4000:]
+    after = delta_rs_table(str(config.output_path))
+    assert after is not None and len(after.file_uris()) < files_before, maintain.stdout[-2000:]
+    assert identities(str(config.output_path), topic) == rows_before
+    verify = cli("verify", "--config", str(config.source), env=env)
+    assert verify.returncode == 0, verify.stdout[-2000:] + verify.stderr[-4000:]
+    tables = client.get(f"/api/pipelines/{config.name}").json()["tables"]
+    assert tables["table"]["files"] == len(after.file_uris()), tables
+    assert tables["table"]["last_maintenance"]["operation"] in ("OPTIMIZE", "VACUUM END"), tables
