@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from eos_ingest.committed_counts import read_committed_consumer
 from eos_ingest.control_queries import RangeRecord
+from eos_ingest.errors import KafkaUnavailableError
 from eos_ingest.kafka_offsets import fetch_snapshot
 from eos_ingest.planner import PlannedRange
 
@@ -109,8 +110,9 @@ def _interval_offsets(
             messages = consumer.consume(_CONSUME_BATCH, _POLL_S)
             if not messages:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(
-                        f"verify: no answer within {timeout_s}s reading {topic}[{partition}] [{start}, {end})"
+                    raise KafkaUnavailableError(
+                        f"verify: Kafka gave no answer within {timeout_s}s reading {topic}[{partition}] "
+                        f"[{start}, {end}); check the broker and run verify again"
                     )
                 continue
             deadline = time.monotonic() + timeout_s

@@ -85,3 +85,20 @@ def test_memory_does_not_grow_with_the_number_of_records() -> None:
     assert report.ok and report.expected == n
     # A set of 300k identities alone takes tens of MB; the merge keeps a few objects.
     assert peak < 1_000_000, peak
+
+
+def test_a_broker_that_never_answers_is_kafka_unavailable_not_a_bare_timeout() -> None:
+    """A real client on a port nobody listens on: verify's read ends in the retriable
+    KafkaUnavailableError (a clear message, exit 75), where it raised a bare TimeoutError (exit 1)."""
+    import pytest
+    from confluent_kafka import Consumer
+
+    from eos_ingest.errors import KafkaUnavailableError
+    from eos_ingest.verify import _interval_offsets
+
+    consumer = Consumer({"bootstrap.servers": "127.0.0.1:9", "group.id": "verify-unit", "log_level": 0})
+    try:
+        with pytest.raises(KafkaUnavailableError, match=r"no answer within 0.5s reading t\[0\]"):
+            list(_interval_offsets(consumer, "t", 0, 0, 10, timeout_s=0.5))
+    finally:
+        consumer.close()
