@@ -38,3 +38,6 @@ fi
 
 # 2. JVM artifacts from Maven Central: the Kafka broker, the Spark Kafka source, Delta.
 "$ROOT/scripts/fetch-jars.sh"
+
+# 3. The Schema Registry server of the test stack (stack/registry.sh), built from stack/registry/.
+"$ROOT/scripts/build-registry.sh"

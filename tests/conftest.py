@@ -8,4 +8,5 @@ pytest_plugins = [
     "tests.fixtures.pipelines",
     "tests.fixtures.browser",
     "tests.fixtures.s3",
+    "tests.fixtures.registry",
 ]

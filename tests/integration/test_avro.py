@@ -3,6 +3,7 @@
 Real broker, Spark (from_avro of the spark-avro jar) and Delta. The writer schemas are given as
 files by id (value.writer_schemas); the values are framed exactly as confluent-kafka's
 AvroSerializer frames them (magic 0, the 4-byte id, fastavro's schemaless body).
+test_avro_registry.py does the same through a real registry, with AvroSerializer itself.
 """
 
 from __future__ import annotations
