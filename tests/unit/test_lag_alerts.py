@@ -126,3 +126,38 @@ def test_check_lag_without_any_limit_exits_2_and_says_how_to_give_one(
 
     assert cli_main(["check-lag", "--config", str(path)]) == 2
     assert "has no lag limit: add `alerts: {max_lag_records" in capsys.readouterr().err
+
+
+def test_the_pipeline_page_shows_the_limits_beside_the_lag_and_its_age(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from eos_ingest import status
+    from eos_ingest.airflow_plugin import build_app
+    from tests.fixtures import page_users
+    from tests.fixtures.kafka import free_port
+
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    for name, alerts in (("orders", {"max_lag_records": 250000, "max_lag_seconds": 5400}), ("plain", None)):
+        doc = {
+            "name": name, "topics": [name], "kafka_conn_id": None, "value": {"format": "raw"},
+            "kafka": {"bootstrap.servers": f"127.0.0.1:{free_port()}"},  # closed: the page still answers
+            "control_db_url": f"sqlite:///{tmp_path / 'control.db'}", "alerts": alerts,
+        }  # fmt: skip
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("EOS_PIPELINES_DIR", str(folder))
+    monkeypatch.setattr(status, "KAFKA_TIMEOUT_S", 0.5)
+    app = build_app()
+    app.dependency_overrides[app.state.require_user] = lambda: None
+    app.dependency_overrides[app.state.user_access] = page_users.viewer
+    client = TestClient(app)
+
+    page = client.get("/pipelines/orders").text
+    limits = page.split("<dt>Lag alerts</dt><dd>", 1)[1].split("</dd>", 1)[0]
+    assert "lag above 250,000 records, or oldest unread older than 1 h 30 min" in limits
+    assert "(checked */15 * * * *)" in limits
+    assert client.get("/api/pipelines/orders").json()["alerts"]["max_lag_seconds"] == 5400
+    plain = client.get("/pipelines/plain").text
+    assert "<dt>Lag alerts</dt><dd>none (<code>alerts:</code> in the pipeline file)</dd>" in plain
