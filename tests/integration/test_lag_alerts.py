@@ -17,9 +17,9 @@ from confluent_kafka import Producer
 from eos_ingest import paths
 from eos_ingest.cli import main as cli_main
 from eos_ingest.config import PipelineConfig
-from eos_ingest.control_store import ControlStore
 from eos_ingest.errors import EXIT_LAG_LIMIT
-from eos_ingest.operations import open_store, plan_batch
+from eos_ingest.operations import open_store
+from tests.integration.test_status import ingest_first_batch
 from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.integration
@@ -31,16 +31,6 @@ def check_lag(
     code = cli_main(["check-lag", "--config", str(config.source), *options])
     out, err = capsys.readouterr()
     return code, json.loads(out), err
-
-
-def commit_next_batch(config: PipelineConfig, store: ControlStore) -> None:
-    """Plan to the LSOs and commit the batch as a Spark job would (the lag is then 0)."""
-    batch, _ = plan_batch(config, store)
-    assert batch is not None
-    store.commit_batch(
-        batch.batch_id, store.take_fence(batch.batch_id), records_read=0, records_written=0,
-        records_quarantined=0, delta_version=0, quarantine_delta_version=None,
-    )  # fmt: skip
 
 
 def test_unread_records_past_max_lag_records_fail_the_check_and_under_it_pass(
@@ -70,7 +60,7 @@ def test_unread_records_past_max_lag_records_fail_the_check_and_under_it_pass(
 
     assert check_lag(config, capsys, "--max-lag-records", "36")[0] == 0  # at the limit: not passed
 
-    commit_next_batch(config, open_store(config))
+    ingest_first_batch(config, open_store(config))  # plan to the LSOs, commit: lag 0
     code, shown, _ = check_lag(config, capsys)
     assert code == 0 and shown["total_lag"] == 0 and shown["passed"] == []
     assert shown["oldest_unread_age_s"] is None  # nothing unread
