@@ -17,7 +17,7 @@ and the eos_alerts__<name> DAG (airflow_alerts.py) both call operations.check_la
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -94,7 +94,7 @@ class LagCheck:
             "limits": {RECORDS: self.limits.max_lag_records, SECONDS: self.limits.max_lag_seconds},
             "total_lag": self.total_lag,
             "oldest_unread_age_s": self.oldest_unread_age_s,
-            "passed": [p.__dict__ for p in self.passed],
+            "passed": [asdict(p) for p in self.passed],
             "failed": self.failed,
             "unknown": self.unknown,
             "message": self.message(),
