@@ -11,6 +11,8 @@ The pipelines folder is $EOS_PIPELINES_DIR, else ``pipelines/`` beside the DAGs 
   range or a time window, and a reason; record_backfill -> spark_ingest -> validate -> publish.
 - ``eos_maintain__<name>``: only for a pipeline file with a ``maintenance:`` block, on its
   schedule; one task running ``eos-ingest maintain`` (OPTIMIZE + VACUUM, docs/maintenance.md).
+- ``eos_alerts__<name>``: only with an ``alerts:`` block; one task failing (and notifying) when the
+  lag passes a limit (eos_ingest/airflow_alerts.py, docs/alerts.md).
 
 Wiring only: every decision lives in eos_ingest (plan_batch, backfill, quality, airflow_conn) and
 is tested without Airflow. A pipeline file that does not load is skipped here and reported, with
@@ -490,6 +492,17 @@ def _pipeline_dags(file: Path) -> list[DAG]:
     except Exception:
         log.exception("pipeline file %s: no DAG, Airflow refuses it; the other pipelines are fine", file)
         return []
+    if config.alerts is not None:
+        # Apart: a callback that does not import costs the alerts DAG only (reported by
+        # broken_pipeline_files), never the ingest.
+        from eos_ingest.airflow_alerts import alerts_dag
+
+        try:
+            alerts = alerts_dag(config)
+            alerts.validate()
+            dags.append(alerts)
+        except Exception:
+            log.exception("pipeline file %s: no alerts DAG; its other DAGs are fine", file)
     return dags
 
 
@@ -508,7 +521,11 @@ def broken_pipeline_files(folder: Path) -> list[str]:
     broken = []
     for path in sorted(folder.glob("*.yaml")):
         try:
-            load_pipeline(path)
+            config = load_pipeline(path)
+            if config.alerts is not None:
+                from eos_ingest.airflow_alerts import failure_callback
+
+                failure_callback(config)
         except Exception as exc:  # an unexpected error must name its file too
             broken.append(
                 str(exc)

@@ -1,8 +1,9 @@
-"""eos-ingest: plan | run | status | verify | maintain | backfill | abandon, for one pipeline, without Airflow.
+"""eos-ingest: plan | run | status | check-lag | verify | maintain | backfill | abandon, for one pipeline, without Airflow.
 
 eos-ingest run --pipeline demo        plan a batch (or resume the pending one) and execute it
 eos-ingest run --pipeline demo --until-caught-up
                                       then the next batches, in one Spark session, until caught up
+eos-ingest check-lag --pipeline demo  the lag against the pipeline's alerts: limits (exit 4 when passed)
 eos-ingest verify --pipeline demo     compare Kafka's committed records with the Delta tables
 """
 
@@ -25,11 +26,12 @@ from eos_ingest.airflow_conn import (
 from eos_ingest.backfill import PARAM_KEYS
 from eos_ingest.config import PipelineConfig, load_pipeline, load_pipeline_by_name
 from eos_ingest.control_store import ControlStore
-from eos_ingest.errors import ConfigError, EosIngestError, exit_code
+from eos_ingest.errors import EXIT_LAG_LIMIT, ConfigError, EosIngestError, exit_code
 from eos_ingest.kafka_offsets import fetch_snapshot
 from eos_ingest.operations import (
     audit_batches,
     batch_summary,
+    check_lag,
     maintain,
     open_store,
     pipeline_status,
@@ -117,6 +119,20 @@ def cmd_status(args: argparse.Namespace) -> int:
     config = load_config(args)
     shown = pipeline_status(config, open_store(config), batches=args.limit)
     print(json.dumps(shown, indent=2))
+    return 0
+
+
+def cmd_check_lag(args: argparse.Namespace) -> int:
+    """``eos-ingest check-lag``: the lag figures against the limits as JSON; exit 4
+    (EXIT_LAG_LIMIT) when one is passed, 75 when the figures could not be read."""
+    config = load_config(args)
+    result = check_lag(
+        config, open_store(config), max_lag_records=args.max_lag_records, max_lag_seconds=args.max_lag_seconds
+    )
+    print(json.dumps(result.to_dict(), indent=2))
+    if result.failed:
+        print(f"eos-ingest: {result.message()}", file=sys.stderr)
+        return EXIT_LAG_LIMIT
     return 0
 
 
@@ -240,6 +256,13 @@ def cmd_abandon(args: argparse.Namespace) -> int:
     return 0
 
 
+def _at_least_one(text: str) -> int:
+    """A lag limit option: a whole number >= 1, as in the file."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eos-ingest", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -274,6 +297,15 @@ def build_parser() -> argparse.ArgumentParser:
             )
     command("status", cmd_status, "offsets, lag and recent batches").add_argument(
         "--limit", type=int, default=10
+    )
+    p = command(
+        "check-lag", cmd_check_lag, "check the lag against the alerts: limits (exit 4 when one is passed)"
+    )
+    p.add_argument(
+        "--max-lag-records", type=_at_least_one, help="replaces alerts.max_lag_records of the file"
+    )
+    p.add_argument(
+        "--max-lag-seconds", type=_at_least_one, help="replaces alerts.max_lag_seconds of the file"
     )
     command("verify", cmd_verify, "compare Kafka's committed records with the output tables")
     p = command("maintain", cmd_maintain, "OPTIMIZE and VACUUM the output tables")

@@ -27,6 +27,9 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
     expectations: []               # extra GX expectations: mappings with a "type" and its fields
     maintenance: {schedule: "@daily", retention_hours: 168}   # optional: the eos_maintain__<name>
                                    # DAG (OPTIMIZE + VACUUM, docs/maintenance.md); none without it
+    alerts: {max_lag_records: 100000, max_lag_seconds: 3600, schedule: "*/15 * * * *",
+             on_failure_callback: my_alerts.notify}   # optional: the eos_alerts__<name> DAG fails
+                                   # (and notifies) when the lag passes a limit (docs/alerts.md)
 
 ``${VAR}`` and ``${VAR:-default}`` are expanded from the environment in every string value
 (``:-`` also replaces an empty value, as in the shell); ``EOS_STATE_DIR`` always resolves, to
@@ -73,6 +76,7 @@ __all__ = [
     "SCHEDULE_PRESETS",
     "START_FROM",
     "VALUE_FORMATS",
+    "AlertsConfig",
     "MaintenanceConfig",
     "OutputConfig",
     "PipelineConfig",
@@ -112,6 +116,18 @@ class MaintenanceConfig:
 
     schedule: str | None = "@daily"
     retention_hours: float | None = None
+
+
+@dataclass(frozen=True)
+class AlertsConfig:
+    """Lag limits (lag_alerts.py): a limit is passed when the lag in offsets, or the age in
+    seconds of the oldest unread record, is above it (None: not checked). The eos_alerts__<name>
+    DAG checks them on `schedule` and calls `on_failure_callback` (a dotted path) when it fails."""
+
+    max_lag_records: int | None = None
+    max_lag_seconds: int | None = None
+    schedule: str | None = "*/15 * * * *"
+    on_failure_callback: str | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +176,8 @@ class PipelineConfig:
     # The `maintenance:` block: the eos_maintain__<name> DAG's schedule and VACUUM retention;
     # None when the file has none (no maintenance DAG).
     maintenance: MaintenanceConfig | None = None
+    # The `alerts:` block: lag limits and the eos_alerts__<name> DAG; None when the file has none.
+    alerts: AlertsConfig | None = None
 
     @property
     def output_path(self) -> TableLocation:
@@ -344,6 +362,7 @@ class _Loader:
                 if model.maintenance is not None
                 else None
             ),
+            alerts=AlertsConfig(**model.alerts.model_dump()) if model.alerts is not None else None,
             source=self.path.resolve(),
         )
 

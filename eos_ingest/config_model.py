@@ -413,6 +413,46 @@ class MaintenanceSection(_Section):
     retention_hours: Annotated[float | None, BeforeValidator(_retention)] = None
 
 
+def _lag_limit(value: Any) -> int | None:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)  # what a ${VAR} gives is always a string
+    if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        raise problem("use a whole number >= 1 (records, or seconds), e.g. 100000 or 3600; or leave it out")
+    return value
+
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+
+
+def _callback_path(value: Any) -> str | None:
+    if value is not None and not (isinstance(value, str) and _DOTTED.fullmatch(value)):
+        raise problem(
+            "give the dotted path of a callable or an Airflow BaseNotifier (class or instance) in a "
+            "module the Airflow workers import, e.g. my_alerts.notify_slack (docs/alerts.md)"
+        )
+    return value
+
+
+class AlertsSection(_Section):
+    """`alerts:` -- the eos_alerts__<name> DAG: fail, and notify, when the lag passes a limit
+    (lag_alerts.py, docs/alerts.md)."""
+
+    max_lag_records: Annotated[int | None, BeforeValidator(_lag_limit)] = None
+    max_lag_seconds: Annotated[int | None, BeforeValidator(_lag_limit)] = Field(
+        default=None, validate_default=True
+    )
+    schedule: Annotated[str | None, BeforeValidator(check_schedule)] = "*/15 * * * *"
+    on_failure_callback: Annotated[str | None, BeforeValidator(_callback_path)] = None
+
+    @field_validator("max_lag_seconds", mode="after")
+    @classmethod
+    def _a_limit(cls, seconds: int | None, info: ValidationInfo) -> int | None:
+        # max_lag_records absent from info.data: it was refused, and that problem is reported.
+        if seconds is None and "max_lag_records" in info.data and info.data["max_lag_records"] is None:
+            raise problem("give max_lag_records, max_lag_seconds or both, e.g. {max_lag_seconds: 3600}")
+        return seconds
+
+
 def _partition_list(value: Any) -> Any:
     if not isinstance(value, list):
         raise problem("give a list of columns, e.g. [event_date]")
@@ -456,6 +496,8 @@ class PipelineFile(_Section):
     ] = []
     # None: no maintenance DAG (`eos-ingest maintain` still works, with its defaults).
     maintenance: MaintenanceSection | None = None
+    # None: no alerts DAG (`eos-ingest check-lag` still works, with limits given as options).
+    alerts: AlertsSection | None = None
 
     @field_validator("control_db_url")
     @classmethod
@@ -511,6 +553,7 @@ class PipelineFile(_Section):
             ("key",): KeySection,
             ("metadata",): MetadataSection,
             ("maintenance",): MaintenanceSection,
+            ("alerts",): AlertsSection,
         }
         model = models.get(section)
         return [f.alias or n for n, f in model.model_fields.items()] if model else []

@@ -7,6 +7,7 @@ from __future__ import annotations
 INGEST_PREFIX = "eos_ingest__"
 BACKFILL_PREFIX = "eos_backfill__"
 MAINTAIN_PREFIX = "eos_maintain__"  # no longer than BACKFILL_PREFIX (config_model's name limit)
+ALERTS_PREFIX = "eos_alerts__"  # no longer than BACKFILL_PREFIX either
 
 
 def ingest_dag_id(pipeline: str) -> str:
@@ -22,6 +23,11 @@ def backfill_dag_id(pipeline: str) -> str:
 def maintain_dag_id(pipeline: str) -> str:
     """The table maintenance DAG (OPTIMIZE + VACUUM), made when the pipeline has `maintenance:`."""
     return MAINTAIN_PREFIX + pipeline
+
+
+def alerts_dag_id(pipeline: str) -> str:
+    """The lag alerts DAG (check_lag), made when the pipeline has `alerts:`."""
+    return ALERTS_PREFIX + pipeline
 
 
 def pipeline_dag_ids(pipeline: str) -> tuple[str, str]:

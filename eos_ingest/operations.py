@@ -1,5 +1,5 @@
 """Operations that the CLI, the DAGs and the Spark job share: open the store, plan, record a
-backfill, submit a batch, audit, status, summarize. The rules behind them live in their own
+backfill, submit a batch, audit, status, check the lag against its limits, summarize. The rules behind them live in their own
 modules (planner, backfill, audit, status); this is the one place callers enter.
 
 Each caller adds only its own edges (argument parsing, Airflow context, the Spark session).
@@ -24,6 +24,8 @@ from eos_ingest.submit import spark_submit_argv, spark_submit_env
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from eos_ingest.lag_alerts import LagCheck
 
 
 def open_store(config: PipelineConfig) -> ControlStore:
@@ -212,3 +214,31 @@ def pipeline_status(config: PipelineConfig, store: ControlStore, *, batches: int
         batches=batches,
         read_offsets=lambda: fetch_partition_offsets(config.kafka_settings, config.topics),
     )
+
+
+def check_lag(
+    config: PipelineConfig,
+    store: ControlStore,
+    *,
+    max_lag_records: int | None = None,
+    max_lag_seconds: int | None = None,
+) -> LagCheck:
+    """The lag against the pipeline's `alerts:` limits (lag_alerts.check_lag); a limit given here
+    replaces the file's. ConfigError when neither gives a limit."""
+    from dataclasses import replace
+
+    from eos_ingest.config import AlertsConfig
+    from eos_ingest.errors import ConfigError
+    from eos_ingest.lag_alerts import check_lag as check
+
+    limits = config.alerts or AlertsConfig()
+    if max_lag_records is not None:
+        limits = replace(limits, max_lag_records=max_lag_records)
+    if max_lag_seconds is not None:
+        limits = replace(limits, max_lag_seconds=max_lag_seconds)
+    if limits.max_lag_records is None and limits.max_lag_seconds is None:
+        raise ConfigError(
+            f"pipeline {config.name} has no lag limit: add `alerts: {{max_lag_records: N, "
+            f"max_lag_seconds: S}}` to {config.source.name}, or pass --max-lag-records / --max-lag-seconds"
+        )
+    return check(config, store, limits)

@@ -29,7 +29,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -171,6 +171,8 @@ def pipeline_status(
             "pipeline": config.name,
             "topics": list(config.topics),
             "schedule": config.schedule,
+            # The `alerts:` limits the eos_alerts__<name> DAG checks (lag_alerts.py); None: no alerts.
+            "alerts": None if config.alerts is None else asdict(config.alerts),
             "start_from": config.start_from,
             "max_records_per_partition": config.max_records_per_partition,
             "bootstrap_servers": config.kafka.get("bootstrap.servers"),

@@ -404,3 +404,72 @@ def test_a_bad_maintenance_block_is_refused_with_its_file_key_and_fix(
     assert "orders.yaml: maintenance.schedule = 'daily' is not valid; use a 5-field cron" in message
     assert "orders.yaml: maintenance.retention_hours = -1 is not valid; use a number of hours >= 0" in message
     assert "orders.yaml: maintenance.keep = 3 is not valid; unknown key" in message
+
+
+# -- lag alerts ----------------------------------------------------------------------------------
+
+NOTIFIERS = """
+from airflow.sdk import BaseNotifier
+
+calls = []
+
+
+def notify(context):
+    calls.append(context)
+
+
+class FileNotifier(BaseNotifier):
+    def notify(self, context):
+        calls.append(context)
+"""
+
+
+def with_alerts(folder: Path, alerts: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The demo and an orders pipeline with the given `alerts:` block; a notifiers module importable."""
+    shutil.copy(PIPELINES / "demo.yaml", folder / "demo.yaml")
+    (folder / "orders.yaml").write_text(
+        f"name: orders\ntopics: [orders]\nvalue: {{format: raw}}\nalerts: {alerts}\n"
+    )
+    (folder / "eos_test_notifiers.py").write_text(NOTIFIERS)
+    monkeypatch.syspath_prepend(str(folder))
+    return folder
+
+
+@pytest.mark.parametrize("callback", ["eos_test_notifiers.notify", "eos_test_notifiers.FileNotifier"])
+def test_an_alerts_block_adds_an_alerts_dag_on_its_schedule_with_the_callback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, callback: str
+) -> None:
+    from airflow.sdk import BaseNotifier
+
+    alerts = f"{{max_lag_records: 1000, schedule: '*/5 * * * *', on_failure_callback: {callback}}}"
+    bag = dag_bag(with_alerts(tmp_path, alerts, monkeypatch), monkeypatch)
+
+    assert bag.import_errors == {}
+    assert [d for d in bag.dag_ids if d.startswith("eos_alerts__")] == ["eos_alerts__orders"]
+    dag = bag.dags["eos_alerts__orders"]
+    assert dag.schedule == "*/5 * * * *" and dag.max_active_runs == 1 and dag.catchup is False
+    (check,) = dag.tasks
+    assert check.task_id == "check_lag"
+    callbacks = check.on_failure_callback
+    (wired,) = callbacks if isinstance(callbacks, list) else [callbacks]
+    if callback.endswith("FileNotifier"):
+        assert isinstance(wired, BaseNotifier)  # the class, instantiated
+    else:
+        assert wired.__name__ == "notify"
+    assert "eos_alerts__demo" not in bag.dag_ids  # demo.yaml documents the block, commented
+
+
+def test_a_callback_that_does_not_import_costs_the_alerts_dag_only_and_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = with_alerts(
+        tmp_path, "{max_lag_seconds: 60, on_failure_callback: eos_test_notifiers.nope}", monkeypatch
+    )
+
+    bag = dag_bag(folder, monkeypatch)
+
+    assert "eos_ingest__orders" in bag.dag_ids and "eos_backfill__orders" in bag.dag_ids
+    assert "eos_alerts__orders" not in bag.dag_ids
+    message = next(iter(bag.import_errors.values()))
+    assert "orders.yaml: alerts.on_failure_callback = 'eos_test_notifiers.nope' is not valid" in message
+    assert "AttributeError" in message and "fix the path" in message
