@@ -33,24 +33,37 @@ def table_dataset(location: TableLocation) -> tuple[str, str]:
     return "file", str(location)
 
 
-def datasets(config: PipelineConfig) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def brokers_in_file(config: PipelineConfig) -> bool:
+    """Whether the pipeline file alone names the brokers the job reads from: a connection's settings
+    must agree with the file's (airflow_conn), and replace them only when the file has no `kafka:`."""
+    return not (config.kafka_is_default and config.kafka_conn_id)
+
+
+def datasets(
+    config: PipelineConfig, *, with_inputs: bool = True
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(inputs, outputs) as (namespace, name): the topics; the table, then its quarantine."""
     namespace = kafka_namespace(config.kafka["bootstrap.servers"])
-    inputs = [(namespace, topic) for topic in config.topics]
+    inputs = [(namespace, topic) for topic in config.topics] if with_inputs else []
     return inputs, [table_dataset(config.output_path), table_dataset(config.quarantine_path)]
 
 
-def operator_lineage(pipeline_file: str) -> Any:
-    """The provider's OperatorLineage for the pipeline file, with the Airflow Kafka connection joined
-    (its bootstrap servers win over the file's, as in the job). Called by the provider only."""
+def operator_lineage(pipeline_file: str, run_config: PipelineConfig | None) -> Any:
+    """The provider's OperatorLineage of a spark_ingest task. Called by the provider only.
+
+    `run_config` is the config the task ran with (its Kafka connection joined), once execute has
+    resolved it. Before (the START event), the pipeline file alone: no connection is looked up here,
+    as the listener runs this in a forked process where that can hang until the provider's
+    execution_timeout drops the event. Then the topics are named only when the file names their
+    brokers (brokers_in_file); the COMPLETE or FAIL event names them in any case.
+    """
     from airflow.providers.common.compat.openlineage.facet import Dataset
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-    from eos_ingest.airflow_conn import config_from_airflow
     from eos_ingest.config import load_pipeline
 
-    config, _ = config_from_airflow(load_pipeline(pipeline_file))
-    inputs, outputs = datasets(config)
+    config = run_config or load_pipeline(pipeline_file)
+    inputs, outputs = datasets(config, with_inputs=run_config is not None or brokers_in_file(config))
     return OperatorLineage(
         inputs=[Dataset(namespace=ns, name=name) for ns, name in inputs],
         outputs=[Dataset(namespace=ns, name=name) for ns, name in outputs],

@@ -86,17 +86,37 @@ def test_spark_ingest_reports_the_topics_in_and_both_tables_out(tmp_path: Path, 
         ], task.dag_id
 
 
-def test_the_airflow_kafka_connection_s_brokers_name_the_topics(
+def test_start_names_the_topics_from_the_file_without_asking_for_the_connection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The job reads from the connection's brokers when it has some: lineage must name those."""
-    conn = {"conn_type": "kafka", "extra": {"bootstrap.servers": "conn-broker:9095"}}
-    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_LINEAGE", json.dumps(conn))
-    config = _pipeline(tmp_path, kafka_conn_id="kafka_lineage", kafka=None)  # no kafka: in the file
+    """The listener runs the START extraction in a forked process, where a connection lookup can
+    hang past its timeout and lose the event: the file's brokers, which a connection must agree
+    with, are enough. A connection that would fail the lookup proves it is not asked."""
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "http", "host": "x"}))
+    config = _pipeline(tmp_path, kafka_conn_id="kafka_default")
 
     lineage = _extract(_spark_tasks(config)[0], "running")
 
-    assert {d.namespace for d in lineage.inputs} == {"kafka://conn-broker:9095"}
+    assert {d.namespace for d in lineage.inputs} == {"kafka://broker-a:9093"}
+
+
+def test_brokers_only_in_the_connection_name_the_topics_once_the_run_resolved_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from eos_ingest.airflow_conn import config_from_airflow
+
+    conn = {"conn_type": "kafka", "extra": {"bootstrap.servers": "conn-broker:9095"}}
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_LINEAGE", json.dumps(conn))
+    config = _pipeline(tmp_path, kafka_conn_id="kafka_lineage", kafka=None)  # no kafka: in the file
+    task = _spark_tasks(config)[0]
+
+    start = _extract(task, "running")
+    task.run_config, _ = config_from_airflow(config)  # what execute does first, before spark-submit
+    complete = _extract(task, "success")
+
+    assert start.inputs == [] and len(start.outputs) == 2  # not the file's default broker
+    assert {d.namespace for d in complete.inputs} == {"kafka://conn-broker:9095"}
+    assert len(complete.outputs) == 2
 
 
 def test_s3a_tables_are_named_by_bucket_and_key(tmp_path: Path) -> None:
