@@ -119,6 +119,15 @@ def test_brokers_only_in_the_connection_name_the_topics_once_the_run_resolved_th
     assert len(complete.outputs) == 2
 
 
+def test_spark_submit_gets_no_openlineage_properties_by_default(tmp_path: Path) -> None:
+    """The Spark provider can add spark.openlineage.* to spark-submit (parent job, transport with
+    its credentials on the command line): off unless [openlineage] spark_inject_* says so."""
+    for task in _spark_tasks(_pipeline(tmp_path)):
+        assert task._openlineage_inject_parent_job_info is False
+        assert task._openlineage_inject_transport_info is False
+        assert not [k for k in task.conf if k.startswith("spark.openlineage.")]
+
+
 def test_s3a_tables_are_named_by_bucket_and_key(tmp_path: Path) -> None:
     config = _pipeline(
         tmp_path,
