@@ -22,6 +22,7 @@ Memory: one fetch response at a time (bounded per partition), and a counter per 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -41,7 +42,10 @@ Spans = Mapping[tuple[str, int], Sequence[tuple[int, int]]]
 
 # kafka-python logs every failed connect at ERROR; a broker that does not answer is reported once,
 # by the caller's KafkaUnavailableError, as for librdkafka's log (kafka_offsets._QuietLibrdkafkaLog).
-logging.getLogger("kafka").setLevel(logging.CRITICAL)
+# Its lines go to _RefusalWatch only, never on to the application's handlers.
+_KAFKA_LOG = logging.getLogger("kafka")
+_KAFKA_LOG.propagate = False
+_KAFKA_LOG.setLevel(logging.WARNING)
 
 _READ_COMMITTED = 1
 # Fetch v4 brought read_committed; v13 replaced topic names by topic ids, which this does not need.
@@ -54,6 +58,7 @@ _PARTITION_BYTES = 2 << 20
 _FETCH_BYTES = 32 << 20
 # After a transient failure (no leader yet, a connection refused), before the next try.
 _RETRY_PAUSE_S = 0.2
+_BOOTSTRAP_TRY_MS = 5000
 
 
 class NeedsTheConsumer(Exception):
@@ -116,6 +121,23 @@ def _records_between(batch: Any, low: int, high: int) -> int:
         raise NeedsTheConsumer(f"an edge batch at offset {first} needs a codec missing here: {exc}") from None
 
 
+class _RefusalWatch(logging.Handler):
+    """Remembers a refused login that kafka-python's bootstrap only logs (it retries it until its
+    deadline, then reports a time-out), so the count can say "refused" at once, not "no answer"."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.thread = threading.get_ident()  # the count's event loop runs on its caller's thread
+        self.refusal: Exception | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread != self.thread or self.refusal is not None or not isinstance(record.args, tuple):
+            return
+        for arg in record.args:
+            if isinstance(arg, kafka_errors.SaslAuthenticationFailedError | kafka_errors.AuthorizationError):
+                self.refusal = arg
+
+
 @dataclass
 class _Interval:
     position: int
@@ -136,9 +158,12 @@ def count_from_headers(
         return counts
     net = NetworkSelector(**config)
     manager = KafkaConnectionManager(net, **config)
+    watch = _RefusalWatch()
+    _KAFKA_LOG.addHandler(watch)
     try:
-        net.run(_Fetching(manager, counts, todo, current, timeout_s).run)
+        net.run(_Fetching(manager, watch, counts, todo, current, timeout_s).run)
     finally:
+        _KAFKA_LOG.removeHandler(watch)
         manager.close()
         net.close()
     return counts
@@ -147,6 +172,7 @@ def count_from_headers(
 @dataclass
 class _Fetching:
     manager: KafkaConnectionManager
+    watch: _RefusalWatch
     counts: dict[tuple[str, int], int]
     todo: dict[tuple[str, int], deque[tuple[int, int]]]
     current: dict[tuple[str, int], _Interval]
@@ -157,15 +183,7 @@ class _Fetching:
 
     async def run(self) -> None:
         self.deadline = time.monotonic() + self.timeout_s
-        try:
-            await self.manager.bootstrap_async(timeout_ms=int(self.timeout_s * 1000))
-            self.manager.cluster.set_topics({t for t, _ in self.current})
-            await self.manager.cluster.refresh_metadata()
-        except kafka_errors.KafkaError as exc:
-            if not exc.retriable:
-                raise
-            self.last_error = exc
-            raise TimeoutError(self._no_answer()) from None
+        await self._bootstrap()
         rounds = 0
         while self.current:
             rounds += 1
@@ -182,6 +200,24 @@ class _Fetching:
                 raise TimeoutError(self._no_answer())
             await self.manager._net.sleep(_RETRY_PAUSE_S)
             await self._refresh_metadata()
+
+    async def _bootstrap(self) -> None:
+        """Connect and read the topics' metadata, in short tries: a refused login ends it at once."""
+        while True:
+            left_ms = int((self.deadline - time.monotonic()) * 1000)
+            try:
+                await self.manager.bootstrap_async(timeout_ms=max(min(left_ms, _BOOTSTRAP_TRY_MS), 1))
+                self.manager.cluster.set_topics({t for t, _ in self.current})
+                await self.manager.cluster.refresh_metadata()
+                return
+            except kafka_errors.KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                self.last_error = exc
+            if self.watch.refusal is not None:
+                raise self.watch.refusal
+            if time.monotonic() > self.deadline:
+                raise TimeoutError(self._no_answer())
 
     def _no_answer(self) -> str:
         waiting = ", ".join(f"{t}[{p}] [{i.position}, {i.end})" for (t, p), i in sorted(self.current.items()))
