@@ -95,7 +95,10 @@ def _count_from_headers(
                 "sasl.mechanism, and the client's read access to the topics"
             ) from None
         if not exc.retriable:
-            raise
+            # Not the broker's answer to these settings but the client's trouble with it (a frame
+            # or a record it cannot read): the record-decoding consumer still can count.
+            log.warning("the header count failed (%r); counting record by record", exc)
+            raise NeedsTheConsumer(str(exc)) from exc
         raise KafkaUnavailableError(
             f"Kafka failed while counting committed records ({exc}); the batch stays planned: run it again"
         ) from exc

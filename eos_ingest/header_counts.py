@@ -156,6 +156,9 @@ def count_from_headers(
     current = {tp: _Interval(*queue.popleft()) for tp, queue in todo.items() if queue}
     if not current:
         return counts
+    # kafka-python refuses a response above 1 MB by default; a fetch's answer is up to
+    # _FETCH_BYTES, plus one larger first batch (the broker's message.max.bytes, 1 MiB by default).
+    config = {"receive_message_max_bytes": _FETCH_BYTES + (8 << 20), **config}
     net = NetworkSelector(**config)
     manager = KafkaConnectionManager(net, **config)
     watch = _RefusalWatch()

@@ -200,3 +200,22 @@ def test_a_setting_without_a_translation_counts_record_by_record(
 
     assert counts == {(topic, 0): committed[0]}
     assert "record by record" in caplog.text and "topic.metadata.refresh.interval.ms" in caplog.text
+
+
+def test_fetches_of_several_megabytes_are_read_whole(
+    kafka_bootstrap: str, make_topic: Callable[..., str]
+) -> None:
+    """One fetch answers with up to 2 MiB per partition: above kafka-python's default 1 MB frame
+    limit, which failed the count of the benchmark's 1M records."""
+    topic = make_topic(partitions=3)
+    p = producer(kafka_bootstrap, extra={"batch.size": "1000000"})
+    p.begin_transaction()
+    for i in range(4500):
+        p.produce(topic, bytes(1000), partition=i % 3)
+        p.poll(0)
+    p.commit_transaction(30)
+    spans = {(topic, q): [(0, watermarks(kafka_bootstrap, topic, q, "read_committed")[1])] for q in range(3)}
+
+    assert count_from_headers({"bootstrap_servers": [kafka_bootstrap]}, spans, timeout_s=30) == {
+        (topic, q): 1500 for q in range(3)
+    }
