@@ -22,25 +22,25 @@ from tests.kafka_helpers import TxProducer
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)]
 
 
-def backfill(spark, config, topic: str, start: int, end: int) -> BatchResult:
-    """Record a backfill of partition 0's [start, end) and run it in this process."""
+def planned_backfill(config, topic: str, start: int, end: int):
+    """Record a backfill of partition 0's [start, end): (the store, the planned batch)."""
     store = open_store(config)
     request = parse_request(
         {"topic": topic, "partitions": [0], "start_offset": start, "end_offset": end, "reason": "test"},
         config.topics,
     )
-    batch = create_backfill(config, store, request)
+    return store, create_backfill(config, store, request)
+
+
+def backfill(spark, config, topic: str, start: int, end: int) -> BatchResult:
+    """A backfill of partition 0's [start, end), run in this process."""
+    store, batch = planned_backfill(config, topic, start, end)
     return execute_batch(spark, config, store, batch.batch_id, store.take_fence(batch.batch_id))
 
 
 def refused_backfill(spark, config, topic: str, start: int, end: int) -> str:
     """A backfill that schema evolution refuses: its error text; the batch stays planned."""
-    store = open_store(config)
-    request = parse_request(
-        {"topic": topic, "partitions": [0], "start_offset": start, "end_offset": end, "reason": "test"},
-        config.topics,
-    )
-    batch = create_backfill(config, store, request)
+    store, batch = planned_backfill(config, topic, start, end)
     with pytest.raises(SchemaEvolutionError) as refused:
         run_fenced(spark, config, store, batch)
     assert store.get_batch(batch.batch_id).status is BatchStatus.PLANNED
