@@ -41,28 +41,24 @@ IGNORE, ADD_COLUMNS, FAIL = "ignore", "add_columns", "fail"
 Columns = tuple[tuple[str, str], ...]
 
 
-def fix_text(policy: str) -> str:
-    return (
-        "set value.schema_evolution: add_columns to add them as nullable columns, or add them to the "
-        f"schema (value.schema / value.schema_file); the batch stays planned (policy now: {policy})"
-    )
-
-
-def unknown_fields_error(
-    config: PipelineConfig, names: Iterable[str], where: str = ""
+def refusal(
+    config: PipelineConfig, names: Iterable[str], reasons: Iterable[str], where: str = ""
 ) -> SchemaEvolutionError:
-    listed = ", ".join(sorted(set(names)))
+    """The error of a batch `fail` refuses: the new fields, the changed types, each with its fix."""
+    parts = []
+    if listed := ", ".join(sorted(set(names))):
+        parts.append(
+            f"the data carries fields the schema lacks{where}: {listed} (set value.schema_evolution: "
+            "add_columns to add them as nullable columns, or add them to value.schema / value.schema_file)"
+        )
+    if changed := "; ".join(sorted(set(reasons))):
+        parts.append(
+            f"values whose type changed: {changed} (fix the producer, or set value.schema_evolution: "
+            "ignore or add_columns to send such records to quarantine)"
+        )
     return SchemaEvolutionError(
-        f"pipeline {config.name!r}: the data carries fields the schema lacks{where}: {listed}; "
-        f"nothing was written; {fix_text(config.value.schema_evolution)}"
-    )
-
-
-def type_changed_error(config: PipelineConfig, reasons: Iterable[str]) -> SchemaEvolutionError:
-    return SchemaEvolutionError(
-        f"pipeline {config.name!r}: values whose type changed: {'; '.join(sorted(set(reasons)))}; "
-        "nothing was written; fix the producer, or set value.schema_evolution: ignore (or add_columns) "
-        "to send such records to quarantine; the batch stays planned"
+        f"pipeline {config.name!r}, value.schema_evolution: fail: {'; and '.join(parts)}; nothing was "
+        "written and the batch stays planned: a rerun after the fix writes it"
     )
 
 
@@ -127,12 +123,11 @@ def evolve(spark: SparkSession, kafka_rows: DataFrame, config: PipelineConfig) -
     policy = config.value.schema_evolution
     extra = table_extra_columns(spark, config) if policy == ADD_COLUMNS else ()
     batch = avro_decode.prepare(kafka_rows, config, extra)
-    if policy == FAIL and batch.unknown:
+    if policy == FAIL and (batch.unknown or batch.incompatible):
         ids = ", ".join(str(i) for i in sorted(batch.unknown))
         names = [n for fields in batch.unknown.values() for n in fields]
-        raise unknown_fields_error(config, names, f" (writer schema ids {ids})")
-    if policy == FAIL and batch.incompatible:
-        raise type_changed_error(config, [batch.refused[i] for i in sorted(batch.incompatible)])
+        reasons = [batch.refused[i] for i in sorted(batch.incompatible)]
+        raise refusal(config, names, reasons, f" (writer schema ids {ids})")
     if batch.reader == config.value.avro_schema:
         return Evolution(config, avro=batch)
     columns = tuple(record_columns(batch.reader))
@@ -151,10 +146,9 @@ def check_parsed(parsed: DataFrame, split: parser.Split, config: PipelineConfig,
     no column reads or values whose type changed; otherwise the dropped fields (logged, counted)."""
     policy = config.value.schema_evolution
     names = parser.unknown_fields(parsed) if split.unknown_fields else []
-    if names and policy == FAIL:
-        raise unknown_fields_error(config, names)
-    if split.type_changed and policy == FAIL:
-        raise type_changed_error(config, parser.type_changed_reasons(parsed))
+    if policy == FAIL and (names or split.type_changed):
+        reasons = parser.type_changed_reasons(parsed) if split.type_changed else []
+        raise refusal(config, names, reasons)
     if names:
         log.warning(
             "batch %s: %s records carry fields the schema does not read, dropped (schema_evolution: %s): %s",

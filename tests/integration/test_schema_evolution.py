@@ -96,10 +96,12 @@ def test_json_add_columns_grows_the_table_keeps_reading_it_and_a_backfill_keeps_
     assert by_id(spark, config, "coupon")[4] == ("X2",)
     assert reasons(spark, config)[5] == "type changed: field score does not fit the schema's type bigint"
 
-    # A backfill of the first range after the growth: the columns and their values stay.
-    result = backfill(spark, config, topic, 0, 3)
+    # A backfill of both ranges after the growth: the columns and their values stay, and the
+    # changed type goes to quarantine again.
+    result = backfill(spark, config, topic, 0, 6)
 
-    assert (result.records_written, result.records_quarantined) == (3, 0)
+    assert (result.records_written, result.records_quarantined) == (4, 1)
+    assert reasons(spark, config)[5] == "type changed: field score does not fit the schema's type bigint"
     assert by_id(spark, config, "coupon", "score") == {
         1: (None, None),
         2: ("X1", 7),
@@ -109,7 +111,7 @@ def test_json_add_columns_grows_the_table_keeps_reading_it_and_a_backfill_keeps_
     assert verify_pipeline(spark, config).ok
 
 
-def test_json_ignore_counts_fail_refuses_a_batch_and_a_backfill_and_a_removed_column_gets_null(
+def test_json_ignore_counts_fail_refuses_add_columns_fills_and_a_removed_column_gets_null(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:
     topic = make_topic(partitions=1)
@@ -135,32 +137,49 @@ def test_json_ignore_counts_fail_refuses_a_batch_and_a_backfill_and_a_removed_co
     config = make_pipeline([topic], control_db_url, value=_json("fail"))
     before = version(spark, config)
     refused = refused_backfill(spark, config, topic, 0, 4)
-    assert "channel, coupon" in refused and "schema_evolution: add_columns" in refused, refused
+    assert "schema lacks: channel, coupon" in refused and "schema_evolution: add_columns" in refused, refused
     refused = refused_backfill(spark, config, topic, 4, 5)
-    assert "field amount does not fit" in refused, refused
-    # ... and so is a scheduled batch; it stays planned, and runs once the policy allows it.
-    producer.transaction(
-        topic, [{"id": 6, "name": "f", "amount": 6.0, "coupon": "Z"}], commit=True, partition=0
-    )
+    assert "field amount does not fit" in refused and "coupon" not in refused, refused
+    # ... and so is a scheduled batch, naming both; it stays planned, for a rerun after the fix.
+    later = [{"id": 6, "name": "f", "amount": 6.0, "coupon": "Z"}, {"id": 7, "name": "g", "amount": "x"}]
+    producer.transaction(topic, later, commit=True, partition=0)  # offsets 6-7, marker 8
     store = open_store(config)
     batch, _ = plan_batch(config, store)
     assert batch is not None
-    with pytest.raises(SchemaEvolutionError, match="coupon"):
+    with pytest.raises(SchemaEvolutionError, match=r"coupon.*field amount does not fit"):
         run_fenced(spark, config, store, batch)
     assert store.get_batch(batch.batch_id).status is BatchStatus.PLANNED
     assert version(spark, config) == before  # nothing written
 
-    # A column removed from the schema (and the policy back to ignore): the table keeps it and its
-    # values; the rows written from now on, the planned batch's and a backfill's, get null.
+    # add_columns: a backfill adds the fields the first batch dropped; the planned batch then runs.
+    config = make_pipeline([topic], control_db_url, value=_json("add_columns"))
+    result = backfill(spark, config, topic, 2, 4)
+    assert result.columns_added == ("channel", "coupon") and result.records_written == 2
+    result = run_fenced(spark, config, store, store.get_batch(batch.batch_id))
+    assert (result.records_written, result.records_quarantined, result.columns_added) == (1, 1, ())
+    assert by_id(spark, config, "coupon", "channel") == {
+        1: (None, None), 2: (None, None), 3: ("X", None), 4: ("Y", "web"), 6: ("Z", None)
+    }  # fmt: skip
+
+    # A column removed from the schema (the policy back to ignore): the table keeps it and its
+    # values; the rows written from then on, by a backfill or a batch, get null there.
     config = make_pipeline(
         [topic], control_db_url, value={"format": "json", "schema": "id BIGINT, name STRING"}
     )
-    result = run_fenced(spark, config, store, store.get_batch(batch.batch_id))
-    assert (result.records_written, result.records_with_unknown_fields) == (1, 1)
     result = backfill(spark, config, topic, 0, 2)
     assert (result.records_written, result.records_with_unknown_fields) == (2, 2)  # amount is unknown now
-    assert "amount" in table(spark, config).columns
-    assert by_id(spark, config, "amount") == {1: (None,), 2: (None,), 3: (3.0,), 4: (4.0,), 6: (None,)}
+    producer.transaction(topic, [{"id": 8, "name": "h", "amount": 8.0}], commit=True, partition=0)
+    result = ingest_once(spark, config)
+    assert result is not None and (result.records_written, result.records_with_unknown_fields) == (1, 1)
+    assert {"amount", "coupon", "channel"} <= set(table(spark, config).columns)
+    assert by_id(spark, config, "amount") == {
+        1: (None,),
+        2: (None,),
+        3: (3.0,),
+        4: (4.0,),
+        6: (6.0,),
+        8: (None,),
+    }
     assert verify_pipeline(spark, config).ok
 
 
@@ -217,11 +236,17 @@ def test_avro_add_columns_from_the_writer_schema_fail_and_ignore_through_batches
     refused = refused_backfill(spark, config, topic, 4, 5)
     assert "(field id)" in refused, refused
 
-    # ignore: a backfill drops (and counts) the field; the grown column stays, null in the range.
+    # ignore: a backfill drops (and counts) the field, and quarantines the changed type again;
+    # the grown column stays, null in the range.
     config = make_pipeline([topic], control_db_url, value=avro("ignore"))
-    result = backfill(spark, config, topic, 0, 2)
-    assert (result.records_written, result.records_with_unknown_fields) == (2, 1)
-    assert by_id(spark, config, "coupon") == {1: (None,), 2: (None,), 3: ("Y",)}
+    result = backfill(spark, config, topic, 0, 5)
+    assert (result.records_written, result.records_quarantined, result.records_with_unknown_fields) == (
+        3,
+        1,
+        2,
+    )
+    assert by_id(spark, config, "coupon") == {1: (None,), 2: (None,), 3: (None,)}
+    assert reasons(spark, config)[4].endswith("(field id)")
     assert verify_pipeline(spark, config).ok
 
 
