@@ -103,9 +103,10 @@ def parse(
         .otherwise(F.lit(f"value does not match the declared schema: {config.value.schema}"))
     )
     # The top-level keys no column reads: counted (ignore), fatal (fail), added before (add_columns).
-    known = ", ".join(_sql_string(n.lower()) for n in (*payload_names, *meta_columns(config), "event_date"))
+    # Exact names: from_json matches keys case-sensitively, so `Name` is not read into `name`.
+    known = ", ".join(_sql_string(n) for n in payload_names)
     keys = "json_object_keys(CAST(value AS STRING))"
-    unknown = F.expr(f"filter({keys}, k -> NOT lower(k) IN ({known}))")
+    unknown = F.expr(f"filter({keys}, k -> NOT k IN ({known}))")
     return kafka_rows.select(*[F.col(c) for c in kafka_rows.columns], parsed.alias("_parsed")).select(
         *_meta(batch_id, config),
         *[F.col(f"_parsed.`{name}`").alias(name) for name in payload_names],

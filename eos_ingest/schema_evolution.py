@@ -219,7 +219,8 @@ def avro_reader(
         extra = [
             f["name"]
             for f in (writer.get("fields", []) if isinstance(writer, dict) else [])
-            if isinstance(f.get("name"), str) and not is_taken(f["name"], read)
+            # Avro resolves fields by exact name: a writer's `Name` is not read into `name`.
+            if isinstance(f.get("name"), str) and f["name"] not in read
         ]
         if extra and schema_id not in changed:
             unknown[schema_id] = extra
