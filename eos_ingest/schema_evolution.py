@@ -63,7 +63,7 @@ def refusal(
 
 
 def is_taken(name: str, taken: Iterable[str]) -> bool:
-    """Spark and Delta names are case-insensitive: a field `Name` is the column `name`."""
+    """Delta's column names are case-insensitive: a new field `Name` cannot be a column beside `name`."""
     lowered = name.lower()
     return any(lowered == t.lower() for t in taken)
 
