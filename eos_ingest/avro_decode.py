@@ -14,12 +14,16 @@ quarantine, so nothing is dropped.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import operator
+import re
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from eos_ingest import schema_registry
 from eos_ingest.avro_schema import required_fields
+from eos_ingest.schema_evolution import Columns, avro_reader
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -50,13 +54,31 @@ def compatibility(spark: SparkSession, writer: str, reader: str) -> str | None:
     return "; ".join(problems) or str(result.getDescription())
 
 
-def parse(kafka_rows: DataFrame, config: PipelineConfig, meta: list[Column], error_column: str) -> DataFrame:
-    """The output columns of the reader schema, `raw_value` and `error_column` (see parser.parse)."""
+@dataclass(frozen=True)
+class AvroBatch:
+    """A batch's values framed (schema id and body split off), its writer schemas checked against
+    the batch's reader schema (the declared one, widened under add_columns), ready to decode."""
+
+    framed: DataFrame
+    reader: str
+    decoders: list[tuple[int, str]]
+    # id -> quarantine reason: unknown ids and writers the reader cannot read
+    refused: dict[int, str]
+    # id -> the ids' top-level fields the reader does not read (dropped; counted)
+    unknown: dict[int, list[str]]
+    # id -> the reader's fields whose type the writer changed (the reasons name them)
+    incompatible: dict[int, list[str]] = field(default_factory=dict)
+
+
+def prepare(kafka_rows: DataFrame, config: PipelineConfig, table_extra: Columns) -> AvroBatch:
+    """Frame the values, resolve the batch's writer schemas (once per id) and check each against
+    the batch's reader schema (schema_evolution.avro_reader: under add_columns the writers' new
+    fields and the table's grown columns join it)."""
     from pyspark.sql import functions as F
 
-    reader = config.value.avro_schema
+    declared = config.value.avro_schema
     registry = config.value.registry
-    assert reader is not None and registry is not None  # config.py fills both for avro
+    assert declared is not None and registry is not None  # config.py fills both for avro
     value = F.col("value")
     framed_ok = value.isNotNull() & (F.length(value) >= 5) & (F.hex(F.substring(value, 1, 1)) == "00")
     framed = kafka_rows.select(
@@ -67,38 +89,69 @@ def parse(kafka_rows: DataFrame, config: PipelineConfig, meta: list[Column], err
     # One pass over the batch for its ids: a handful of values, resolved once each.
     ids = sorted(int(r[0]) for r in framed.where(F.col(_ID).isNotNull()).select(_ID).distinct().collect())
     writers = schema_registry.resolve(registry, ids)
+    known = {i: w for i, w in writers.items() if w is not None}
+    reader, unknown, changed = avro_reader(config, known, table_extra)
     spark = kafka_rows.sparkSession
     refused: dict[int, str] = {}
+    incompatible: dict[int, list[str]] = {}
     decoders: list[tuple[int, str]] = []
     for schema_id, writer in writers.items():
         if writer is None:
             refused[schema_id] = f"unknown schema id {schema_id}: no writer schema for it"
             continue
         why = compatibility(spark, writer, reader)
-        if why is None:
+        fields = changed.get(schema_id, [])
+        if why is None and not fields:
             decoders.append((schema_id, writer))
-        else:
-            refused[schema_id] = f"writer schema id {schema_id} is incompatible with the reader schema: {why}"
+            continue
+        fields = fields or _fields_at(reader, why or "")
+        incompatible[schema_id] = fields
+        named = f" (field {', '.join(fields)})" if fields else ""
+        reason = why or "its type differs from the table's column"
+        refused[schema_id] = (
+            f"writer schema id {schema_id} is incompatible with the reader schema: {reason}{named}"
+        )
     log.info("avro: schema ids %s; decoding %s; refused %s", ids, [i for i, _ in decoders], refused)
+    return AvroBatch(framed, reader, decoders, refused, unknown, incompatible)
 
+
+def _fields_at(reader: str, why: str) -> list[str]:
+    """The reader's top-level fields Avro's reasons point at (locations /fields/<n>/...)."""
+    fields = json.loads(reader).get("fields", [])
+    at = sorted({int(n) for n in re.findall(r"/fields/(\d+)", why)})
+    return [fields[n]["name"] for n in at if n < len(fields)]
+
+
+def parse(
+    batch: AvroBatch, config: PipelineConfig, meta: list[Column], error_column: str, unknown_column: str
+) -> DataFrame:
+    """The output columns of the batch's reader schema, `raw_value`, `error_column` and
+    `unknown_column` (see parser.parse). `config` is the batch's (schema_evolution.Evolution)."""
+    from pyspark.sql import functions as F
+
+    framed, value = batch.framed, F.col("value")
     struct = "STRUCT<" + ", ".join(f"`{n}`: {t}" for n, t in config.payload_columns) + ">"
-    decoded = _case(decoders, reader, struct)
+    decoded = _case(batch.decoders, batch.reader, struct)
 
     error = F.when(value.isNull(), F.lit("null value (tombstone): an Avro value was expected")).when(
         F.col(_ID).isNull(), F.lit(f"value is not in the Schema Registry wire format ({WIRE_FORMAT})")
     )
-    for schema_id, why in sorted(refused.items()):
+    for schema_id, why in sorted(batch.refused.items()):
         error = error.when(F.col(_ID) == schema_id, F.lit(why))
     error = error.when(
-        _failed(config.payload_columns, required_fields(reader)),
+        _failed(config.payload_columns, required_fields(batch.reader)),
         F.concat(F.lit("Avro body does not decode with writer schema id "), F.col(_ID).cast("string")),
     )
+    unknown = F.lit(None).cast("array<string>")
+    for schema_id, names in sorted(batch.unknown.items()):
+        unknown = F.when(F.col(_ID) == schema_id, F.array(*[F.lit(n) for n in names])).otherwise(unknown)
     payload_names = [name for name, _ in config.payload_columns]
     return framed.select(*[F.col(c) for c in framed.columns], decoded.alias(_DECODED)).select(
         *meta,
         *[F.col(f"{_DECODED}.`{name}`").alias(name) for name in payload_names],
         F.when(error.isNotNull(), value).alias("raw_value"),
         error.alias(error_column),
+        F.when(error.isNull(), unknown).alias(unknown_column),
     )
 
 

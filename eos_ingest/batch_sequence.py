@@ -17,11 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eos_ingest import parser, quality, writer
+from eos_ingest import parser, quality, schema_evolution, writer
 from eos_ingest.config import PipelineConfig
 from eos_ingest.control_store import Batch, ControlStore
 from eos_ingest.data_loss import spark_data_loss
-from eos_ingest.errors import EosIngestError, FencedError, PartialWriteError, WriteError
+from eos_ingest.errors import (
+    EosIngestError,
+    FencedError,
+    PartialWriteError,
+    SchemaEvolutionError,
+    WriteError,
+)
 from eos_ingest.identity import check_batch_identity
 from eos_ingest.kafka_offsets import fetch_identity
 from eos_ingest.reader import read_ranges
@@ -51,6 +57,10 @@ class BatchResult:
     delta_version: int
     quarantine_delta_version: int
     seconds: float
+    # Good records carrying fields no column reads, dropped (value.schema_evolution: ignore).
+    records_with_unknown_fields: int = 0
+    # Columns this batch added to the table (value.schema_evolution: add_columns).
+    columns_added: tuple[str, ...] = ()
 
 
 def run_fenced(spark: SparkSession, config: PipelineConfig, store: ControlStore, batch: Batch) -> BatchResult:
@@ -69,7 +79,8 @@ def run_fenced(spark: SparkSession, config: PipelineConfig, store: ControlStore,
     except FencedError:
         raise  # the batch belongs to a newer attempt: leave it alone
     except EosIngestError as exc:
-        if not exc.retriable:
+        # A schema change under `fail` waits for a person's fix, then a rerun: the batch stays planned.
+        if not (exc.retriable or isinstance(exc, SchemaEvolutionError)):
             store.fail_batch(batch_id, fence, _error_text(config, exc))
         raise
     except Exception as exc:
@@ -108,11 +119,18 @@ def execute_batch(
     kafka_rows = read_ranges(
         spark, config.kafka_settings, batch.ranges, headers=config.metadata.headers != "none"
     )
+    # The batch's reader schema under value.schema_evolution (raises before any write under fail).
+    evolution = schema_evolution.evolve(spark, kafka_rows, config)
+    batch_config = evolution.config
     # Persisted so the count, the table write and the quarantine write read Kafka once.
-    parsed = parser.parse(kafka_rows, config, batch_id).persist(StorageLevel.MEMORY_AND_DISK)
+    parsed = parser.parse(kafka_rows, batch_config, batch_id, evolution.avro).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
     try:
-        good, bad = parser.count_split(parsed)
-        rows = parser.output_rows(parsed, config)
+        split = parser.count_split(parsed)
+        good, bad = split.good, split.quarantined
+        schema_evolution.check_parsed(parsed, split, batch_config, batch_id)
+        rows = parser.output_rows(parsed, batch_config)
         log.info("batch %s: phase %s", batch_id, "gate")
         if recount is None:
             log.warning(
@@ -130,11 +148,12 @@ def execute_batch(
             config.output.partition_by,
             txn=_txn(config, batch, fence, "table"),
             before_write=lambda: store.check_fence(batch_id, fence),
+            merge_schema=evolution.merge_schema,
         ).version
         try:  # the table holds the batch now: whatever fails next must leave it planned
             quarantine_version = writer.replace_ranges(
                 spark,
-                parser.quarantine_rows(parsed, config),
+                parser.quarantine_rows(parsed, batch_config),
                 str(config.quarantine_path),
                 batch.ranges,
                 batch_id,
@@ -166,7 +185,16 @@ def execute_batch(
         quarantine_delta_version=quarantine_version,
     )
     result = BatchResult(
-        batch_id, fence, good + bad, good, bad, version, quarantine_version, time.monotonic() - started
+        batch_id,
+        fence,
+        good + bad,
+        good,
+        bad,
+        version,
+        quarantine_version,
+        time.monotonic() - started,
+        split.unknown_fields,
+        tuple(n for n, _ in evolution.added),
     )
     log.info("batch %s committed: %s", batch_id, result)
     return result

@@ -15,6 +15,7 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
       schema: "id BIGINT, ts TIMESTAMP"   # Spark DDL: required for json, forbidden for raw and avro
       # avro: schema_file (reader .avsc, required), schema_registry {url, username, password,
       # timeout_seconds} and/or writer_schemas {id: .avsc}; paths relative to this file
+      schema_evolution: ignore     # ignore | add_columns | fail: a field the schema lacks (docs/formats.md)
     key: {format: raw}             # raw (kafka_key BINARY) | string (UTF-8 text)
     metadata: {headers: none, timestamp_type: false}   # headers: none | map | array (docs/formats.md)
     output:
@@ -107,6 +108,8 @@ class ValueConfig:
     registry: RegistrySettings | None = None
     # The .avsc files read (reader, then writers): a spark-submit ships them beside the pipeline file.
     schema_files: tuple[Path, ...] = ()
+    # What a field the schema lacks does: ignore | add_columns | fail (schema_evolution.py).
+    schema_evolution: str = "ignore"
 
 
 @dataclass(frozen=True)
@@ -369,7 +372,12 @@ class _Loader:
 
 def _value_config(value: ValueSection) -> ValueConfig:
     if value.format != "avro":
-        return ValueConfig(format=value.format, schema=value.schema_, columns=value.columns)
+        return ValueConfig(
+            format=value.format,
+            schema=value.schema_,
+            columns=value.columns,
+            schema_evolution=value.schema_evolution,
+        )
     reader = value.reader_schema
     assert reader is not None  # the model requires schema_file for avro
     sr = value.schema_registry
@@ -389,6 +397,7 @@ def _value_config(value: ValueSection) -> ValueConfig:
         avro_schema=reader,
         registry=registry,
         schema_files=(value.schema_file, *value.writer_schemas.values()),
+        schema_evolution=value.schema_evolution,
     )
 
 

@@ -36,6 +36,8 @@ from eos_ingest.object_storage import TableLocation, is_object_store
 START_FROM = ("earliest", "latest")
 CONTROL_DB_ENV = "EOS_CONTROL_DB_URL"  # the control DB of pipelines whose file names none
 VALUE_FORMATS = ("json", "raw", "avro")
+# value.schema_evolution (schema_evolution.py): what a field the schema lacks does to a batch.
+SCHEMA_EVOLUTION = ("ignore", "add_columns", "fail")
 SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly",
                     "@yearly")  # fmt: skip
 _UNPARTITIONABLE = ("ARRAY", "MAP", "STRUCT", "BINARY", "VARIANT")  # Spark refuses them as partitions
@@ -308,6 +310,8 @@ class ValueSection(_Section):
     writer_schemas: Annotated[dict[int, Path], BeforeValidator(_writer_schemas)] = Field(
         default={}, validate_default=True
     )
+    # ignore (default: today's tables, unknown fields dropped and counted) | add_columns | fail
+    schema_evolution: Annotated[str, _choice(SCHEMA_EVOLUTION)] = "ignore"
 
     @field_validator("schema_", mode="before")
     @classmethod
@@ -356,6 +360,13 @@ class ValueSection(_Section):
                 "({<schema id>: <.avsc path>}) when there is no registry",
                 value=None,
             )
+        return value
+
+    @field_validator("schema_evolution", mode="after")
+    @classmethod
+    def _evolution(cls, value: str, info: ValidationInfo) -> str:
+        if value != "ignore" and info.data.get("format") == "raw":
+            raise problem("remove it: raw values have no schema to evolve (or use format json or avro)")
         return value
 
     @property

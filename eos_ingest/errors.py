@@ -116,6 +116,12 @@ class GxLockTimeoutError(EosIngestError):
     retriable = True
 
 
+class SchemaEvolutionError(EosIngestError):
+    """value.schema_evolution is `fail` and the batch's data carries a field the schema lacks, or a
+    value whose type changed; raised before anything is written. The batch stays planned (not
+    failed): once the schema or the policy is fixed, a rerun writes the same ranges."""
+
+
 class BackfillRangeError(EosIngestError):
     """A requested backfill range is invalid; refused before any work."""
 

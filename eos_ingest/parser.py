@@ -6,11 +6,12 @@ read = written + quarantined holds by construction and is checked again before c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
+    from eos_ingest.avro_decode import AvroBatch
     from eos_ingest.config import PipelineConfig
 
 # Identity first: Delta keeps min/max statistics for the leading columns, and a replace of a
@@ -20,9 +21,13 @@ META_COLUMNS = (*IDENTITY_COLUMNS, "kafka_timestamp", "kafka_key", "batch_id")
 QUARANTINE_COLUMNS = (*META_COLUMNS, "raw_value", "error")
 _CORRUPT = "_eos_corrupt_record"
 _ERROR = "_eos_error"
+# The fields of a good row that the schema does not read (null when none): schema_evolution.py.
+_UNKNOWN = "_eos_unknown_fields"
+# The start of a quarantine reason for a value whose type changed (`fail` looks for it).
+TYPE_CHANGED = "type changed: "
 # Columns parse() adds next to the payload: a payload column of the same name breaks the job, so
 # config.py refuses them (Spark names are case-insensitive).
-INTERNAL_COLUMNS = ("raw_value", _ERROR, _CORRUPT)
+INTERNAL_COLUMNS = ("raw_value", _ERROR, _CORRUPT, _UNKNOWN)
 
 
 def meta_columns(config: PipelineConfig) -> tuple[str, ...]:
@@ -60,8 +65,12 @@ def _meta(batch_id: int, config: PipelineConfig) -> list[Column]:
     return columns
 
 
-def parse(kafka_rows: DataFrame, config: PipelineConfig, batch_id: int) -> DataFrame:
-    """One frame with the output columns plus `_eos_error` and `raw_value` (both null for good rows)."""
+def parse(
+    kafka_rows: DataFrame, config: PipelineConfig, batch_id: int, avro: AvroBatch | None = None
+) -> DataFrame:
+    """One frame with the output columns plus `_eos_error` and `raw_value` (both null for good
+    rows) and `_eos_unknown_fields`. `config` is the batch's (schema_evolution.evolve, which also
+    prepares an Avro batch: its writer schemas resolved and checked)."""
     from pyspark.sql import functions as F
 
     payload_names = [name for name, _ in config.payload_columns]
@@ -71,11 +80,13 @@ def parse(kafka_rows: DataFrame, config: PipelineConfig, batch_id: int) -> DataF
             F.col("value").alias("value"),
             F.lit(None).cast("binary").alias("raw_value"),  # only a quarantined row keeps it
             F.lit(None).cast("string").alias(_ERROR),
+            F.lit(None).cast("array<string>").alias(_UNKNOWN),
         )
     if config.value.format == "avro":
         from eos_ingest import avro_decode
 
-        return avro_decode.parse(kafka_rows, config, _meta(batch_id, config), _ERROR)
+        avro = avro or avro_decode.prepare(kafka_rows, config, ())
+        return avro_decode.parse(avro, config, _meta(batch_id, config), _ERROR, _UNKNOWN)
     ddl = f"{config.value.schema}, {_CORRUPT} STRING"
     text = F.col("value").cast("string")
     parsed = F.from_json(text, ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
@@ -85,16 +96,50 @@ def parse(kafka_rows: DataFrame, config: PipelineConfig, batch_id: int) -> DataF
         F.when(F.col("value").isNull(), F.lit("null value (tombstone): a JSON value was expected"))
         .when(F.col("_parsed").isNotNull() & F.col(f"_parsed.{_CORRUPT}").isNull(), F.lit(None))
         .when(F.get_json_object(text, "$").isNull(), F.lit("value is not valid JSON"))
+        .when(
+            _type_changed(text, config.payload_columns).isNotNull(),
+            _type_changed(text, config.payload_columns),
+        )
         .otherwise(F.lit(f"value does not match the declared schema: {config.value.schema}"))
     )
+    # The top-level keys no column reads: counted (ignore), fatal (fail), added before (add_columns).
+    # Exact names: from_json matches keys case-sensitively, so `Name` is not read into `name`.
+    known = ", ".join(_sql_string(n) for n in payload_names)
+    keys = "json_object_keys(CAST(value AS STRING))"
+    unknown = F.expr(f"filter({keys}, k -> NOT k IN ({known}))")
     return kafka_rows.select(*[F.col(c) for c in kafka_rows.columns], parsed.alias("_parsed")).select(
         *_meta(batch_id, config),
-        *[F.col(f"_parsed.{name}").alias(name) for name in payload_names],
+        *[F.col(f"_parsed.`{name}`").alias(name) for name in payload_names],
         # Only a quarantined row keeps its raw value: the job caches this frame, and the raw bytes
         # of every good row would double what the cache holds (and what building it costs).
         F.when(error.isNotNull(), F.col("value")).alias("raw_value"),
         error.alias(_ERROR),
+        F.when(error.isNull() & (F.size(unknown) > 0), unknown).alias(_UNKNOWN),
     )
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _type_changed(text: Column, columns: list[tuple[str, str]]) -> Column:
+    """Why a JSON object that did not fit the schema did not: the fields present (not null) in the
+    value whose column came out null, each with its type; null when none (another reason holds).
+    from_json in PERMISSIVE mode keeps the fields that did convert (partial results)."""
+    from pyspark.sql import functions as F
+
+    named = [
+        F.when(
+            F.get_json_object(text, f"$['{name}']").isNotNull() & F.col(f"_parsed.`{name}`").isNull(),
+            F.lit(f"field {name} does not fit the schema's type {ddl_type}"),
+        )
+        for name, ddl_type in columns
+        if "'" not in name and "`" not in name  # not expressible in a JSON path: left to the fallback
+    ]
+    if not named:
+        return F.lit(None).cast("string")
+    listed = F.concat_ws("; ", *named)
+    return F.when(listed != "", F.concat(F.lit(TYPE_CHANGED), listed))
 
 
 def output_rows(parsed: DataFrame, config: PipelineConfig) -> DataFrame:
@@ -116,13 +161,41 @@ def quarantine_rows(parsed: DataFrame, config: PipelineConfig) -> DataFrame:
     )
 
 
-def count_split(parsed: DataFrame) -> tuple[int, int]:
-    """(good, quarantined) in one pass over the parsed frame."""
+class Split(NamedTuple):
+    """A batch's counts: rows to the table, to quarantine, good rows carrying fields no column
+    reads (schema evolution's `ignore` drops them), and rows quarantined for a changed type."""
+
+    good: int
+    quarantined: int
+    unknown_fields: int
+    type_changed: int
+
+
+def count_split(parsed: DataFrame) -> Split:
+    """The batch's counts in one pass over the parsed frame."""
     from pyspark.sql import functions as F
 
     row = parsed.agg(
         F.count(F.when(F.col(_ERROR).isNull(), 1)).alias("good"),
         F.count(F.when(F.col(_ERROR).isNotNull(), 1)).alias("bad"),
+        F.count(F.when(F.col(_UNKNOWN).isNotNull(), 1)).alias("unknown"),
+        F.count(F.when(F.col(_ERROR).startswith(TYPE_CHANGED), 1)).alias("changed"),
     ).first()
     assert row is not None  # an aggregate without grouping always yields one row
-    return int(row["good"]), int(row["bad"])
+    return Split(int(row["good"]), int(row["bad"]), int(row["unknown"]), int(row["changed"]))
+
+
+def unknown_fields(parsed: DataFrame) -> list[str]:
+    """The fields good rows carry that no column reads (a small job, run only when there are some)."""
+    from pyspark.sql import functions as F
+
+    found = parsed.select(F.explode(F.col(_UNKNOWN)).alias("k")).distinct().collect()
+    return sorted(r[0] for r in found)
+
+
+def type_changed_reasons(parsed: DataFrame, limit: int = 20) -> list[str]:
+    """The distinct quarantine reasons of values whose type changed (run only when there are some)."""
+    from pyspark.sql import functions as F
+
+    found = parsed.where(F.col(_ERROR).startswith(TYPE_CHANGED)).select(_ERROR).distinct().limit(limit)
+    return sorted(r[0] for r in found.collect())

@@ -144,6 +144,7 @@ def replace_ranges(
     before_write: Callable[[], None] | None = None,
     attempts: int | None = None,
     backoff_s: float = DEFAULT_BACKOFF_S,
+    merge_schema: bool = False,
 ) -> ReplaceResult:
     """Replace the rows of `ranges` in the Delta table at `path` with `rows`.
 
@@ -161,6 +162,10 @@ def replace_ranges(
     fence >= txn.fence; the result's written_by_fence then tells whose write the table holds.
     Any other failure of the write is a WriteError; a failure after the write landed (reading its
     version) is a PartialWriteError.
+
+    `merge_schema` adds the columns of `rows` the table lacks (Delta's mergeSchema; the batch's new
+    columns under value.schema_evolution: add_columns). Without it too, a column the table has and
+    `rows` lack is kept and gets null in the replaced ranges: a replace never drops a column.
     """
     import delta.exceptions  # noqa: F401  (installs the conversion of Delta's conflict errors)
 
@@ -182,6 +187,8 @@ def replace_ranges(
         )
         if txn is not None:
             writer = writer.option("txnAppId", txn.app_id).option("txnVersion", txn.fence)
+        if merge_schema:
+            writer = writer.option("mergeSchema", "true")
         writer.partitionBy(*partition_by).save(path)
 
     def conflicted(state: RetryCallState) -> None:

@@ -27,6 +27,7 @@ EXIT_CODES = [
     (errors.SchemaRegistryRefusedError, EXIT_NEEDS_A_PERSON),
     (errors.BatchStateError, EXIT_NEEDS_A_PERSON),
     (errors.BackfillRangeError, EXIT_NEEDS_A_PERSON),
+    (errors.SchemaEvolutionError, EXIT_NEEDS_A_PERSON),
     (errors.ControlSchemaError, EXIT_NEEDS_A_PERSON),
     (errors.EosIngestError, EXIT_NEEDS_A_PERSON),
 ]

@@ -1,0 +1,111 @@
+"""value.schema_evolution without Spark: the setting's rules and the Avro reader schema of a batch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from eos_ingest.config import load_pipeline
+from eos_ingest.errors import ConfigError, SchemaEvolutionError, exit_code
+from eos_ingest.schema_evolution import avro_reader, with_columns
+
+ORDER = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EOS_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("EOS_CONTROL_DB_URL", raising=False)
+
+
+def load(folder: Path, value: dict[str, Any]):
+    (folder / "order.avsc").write_text(json.dumps(ORDER))
+    path = folder / "orders.yaml"
+    path.write_text(yaml.safe_dump({"name": "orders", "topics": ["orders"], "value": value}))
+    return load_pipeline(path)
+
+
+def test_the_default_is_ignore_which_keeps_todays_tables(tmp_path: Path) -> None:
+    config = load(tmp_path, {"format": "json", "schema": "id BIGINT"})
+    assert config.value.schema_evolution == "ignore"
+    demo = yaml.safe_load((Path(__file__).parents[2] / "pipelines" / "demo.yaml").read_text())
+    assert demo["value"]["schema_evolution"] == "ignore"
+
+
+@pytest.mark.parametrize("policy", ["ignore", "add_columns", "fail"])
+def test_each_policy_loads_for_json_and_avro(tmp_path: Path, policy: str) -> None:
+    assert load(tmp_path, {"format": "json", "schema": "id BIGINT", "schema_evolution": policy})
+    avro = {"format": "avro", "schema_file": "order.avsc", "writer_schemas": {1: "order.avsc"}}
+    assert load(tmp_path, {**avro, "schema_evolution": policy}).value.schema_evolution == policy
+
+
+def test_a_bad_policy_is_refused_with_the_file_the_key_and_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load(tmp_path, {"format": "json", "schema": "id BIGINT", "schema_evolution": "merge"})
+    text = str(refused.value)
+    assert "orders.yaml" in text and "value.schema_evolution = 'merge'" in text, text
+    assert "'ignore' or 'add_columns' or 'fail'" in text, text
+
+
+def test_raw_values_have_no_schema_to_evolve(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load(tmp_path, {"format": "raw", "schema_evolution": "add_columns"})
+    assert "value.schema_evolution = 'add_columns' is not valid; remove it" in str(refused.value)
+    assert load(tmp_path, {"format": "raw"}).value.schema_evolution == "ignore"
+
+
+def test_a_refused_schema_change_needs_a_person_and_is_not_retried() -> None:
+    error = SchemaEvolutionError("x")
+    assert not error.retriable and exit_code(error) == 2
+
+
+def test_json_columns_grow_after_the_declared_ones(tmp_path: Path) -> None:
+    config = load(tmp_path, {"format": "json", "schema": "id BIGINT", "schema_evolution": "add_columns"})
+    grown = with_columns(config, [("id", "BIGINT"), ("coupon", "string")])
+    assert grown.payload_columns == [("id", "BIGINT"), ("coupon", "string")]
+    assert grown.value.schema == "id BIGINT, `coupon` string"
+    assert with_columns(config, config.payload_columns) is config
+
+
+V2 = {**ORDER, "fields": [*ORDER["fields"], {"name": "coupon", "type": "string"},
+                          {"name": "batch_id", "type": "long"}]}  # fmt: skip
+V3 = {**ORDER, "fields": [*ORDER["fields"], {"name": "coupon", "type": "long"}]}
+
+
+def avro_config(tmp_path: Path, policy: str):
+    avro = {"format": "avro", "schema_file": "order.avsc", "writer_schemas": {1: "order.avsc"}}
+    return load(tmp_path, {**avro, "schema_evolution": policy})
+
+
+def test_add_columns_widens_the_avro_reader_with_nullable_writer_fields(tmp_path: Path) -> None:
+    config = avro_config(tmp_path, "add_columns")
+
+    reader, unknown, changed = avro_reader(config, {1: json.dumps(ORDER), 2: json.dumps(V2)}, ())
+
+    fields = json.loads(reader)["fields"]
+    assert fields[1] == {"name": "coupon", "type": ["null", "string"], "default": None}
+    assert len(fields) == 2  # a reserved name never becomes a column: it stays unknown (dropped)
+    assert unknown == {2: ["batch_id"]} and changed == {}
+
+
+def test_a_writer_field_whose_type_is_not_the_grown_columns_is_named(tmp_path: Path) -> None:
+    config = avro_config(tmp_path, "add_columns")
+
+    reader, _, changed = avro_reader(config, {3: json.dumps(V3)}, (("coupon", "string"),))
+
+    assert changed == {3: ["coupon"]} and len(json.loads(reader)["fields"]) == 1
+
+
+@pytest.mark.parametrize("policy", ["ignore", "fail"])
+def test_ignore_and_fail_keep_the_declared_reader_and_name_the_unknown_fields(
+    tmp_path: Path, policy: str
+) -> None:
+    config = avro_config(tmp_path, policy)
+
+    reader, unknown, _ = avro_reader(config, {1: json.dumps(ORDER), 2: json.dumps(V2)}, ())
+
+    assert reader == config.value.avro_schema and unknown == {2: ["coupon", "batch_id"]}
