@@ -17,10 +17,10 @@ TIMEOUT="${REGISTRY_START_TIMEOUT:-30}"
 BINARY="$STATE/tools/eos-schema-registry"
 URL="http://127.0.0.1:$PORT"
 PID_FILE="$HOME_DIR/registry.pid"
-
-running() { [[ -f "$PID_FILE" ]] && kill -0 "$(cat "$PID_FILE")" 2>/dev/null; }
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+LOG_FILE="$HOME_DIR/registry.log"
+NAME=registry
+# shellcheck source=stack/daemon.sh
+source "$ROOT/stack/daemon.sh"
 
 # An unknown id gets the registry's 404 (error 40403): it serves the API. Without curl, an open port.
 answers() {
@@ -37,62 +37,16 @@ up() {
     return 0
   fi
   [[ -x "$BINARY" ]] || { echo "registry: no $BINARY: run 'make setup' first" >&2; exit 1; }
-  if port_open "$PORT"; then
-    echo "registry: port $PORT is taken by another process; stop it or set REGISTRY_PORT" >&2
-    exit 1
-  fi
+  daemon_port_free REGISTRY_PORT
   mkdir -p "$HOME_DIR"
-  nohup "$BINARY" -addr "127.0.0.1:$PORT" >"$HOME_DIR/registry.log" 2>&1 &
-  echo $! >"$PID_FILE"
-  local deadline=$((SECONDS + TIMEOUT))
-  until answers; do
-    if ! running; then
-      echo "registry: the server exited during start-up; see $HOME_DIR/registry.log" >&2
-      tail -20 "$HOME_DIR/registry.log" >&2 || true
-      rm -f "$PID_FILE"
-      exit 1
-    fi
-    if ((SECONDS > deadline)); then
-      echo "registry: the server does not answer after ${TIMEOUT}s; see $HOME_DIR/registry.log" >&2
-      down >&2
-      exit 1
-    fi
-    sleep 0.1
-  done
+  daemon_start "$BINARY" -addr "127.0.0.1:$PORT"
   echo "registry: up at $URL (schemas in memory; log in $HOME_DIR/registry.log)"
-}
-
-down() {
-  if ! running; then
-    rm -f "$PID_FILE"
-    echo "registry: stopped"
-    return 0
-  fi
-  local pid
-  pid="$(cat "$PID_FILE")"
-  kill -TERM "$pid"
-  for _ in $(seq 1 40); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.25
-  done
-  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-  rm -f "$PID_FILE"
-  echo "registry: stopped (pid $pid)"
-}
-
-status() {
-  if running && answers; then
-    echo "registry: running at $URL"
-  else
-    echo "registry: stopped"
-    return 3
-  fi
 }
 
 case "${1:-}" in
   up) up ;;
-  down) down ;;
-  status) status ;;
+  down) daemon_stop ;;
+  status) daemon_status "$URL" ;;
   env) printf 'EOS_SCHEMA_REGISTRY_URL=%s\n' "$URL" ;;
   *) echo "usage: registry.sh up|down|status|env" >&2; exit 2 ;;
 esac

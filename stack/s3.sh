@@ -18,10 +18,10 @@ SECRET_KEY="${S3_SECRET_KEY:-eos-ingest-local-secret}"
 TIMEOUT="${S3_START_TIMEOUT:-30}"
 ENDPOINT="http://127.0.0.1:$PORT"
 PID_FILE="$HOME_DIR/s3.pid"
-
-running() { [[ -f "$PID_FILE" ]] && kill -0 "$(cat "$PID_FILE")" 2>/dev/null; }
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+LOG_FILE="$HOME_DIR/s3.log"
+NAME=s3
+# shellcheck source=stack/daemon.sh
+source "$ROOT/stack/daemon.sh"
 
 # Any HTTP answer (an anonymous request gets 403) means it serves requests; without curl, an open port.
 answers() {
@@ -40,10 +40,7 @@ up() {
   local jar
   jar="$(ls "$STATE"/jars/s3proxy/s3proxy-*-jar-with-dependencies.jar 2>/dev/null | head -1 || true)"
   [[ -n "$jar" ]] || { echo "s3: no s3proxy jar in $STATE/jars/s3proxy: run 'make setup' first" >&2; exit 1; }
-  if port_open "$PORT"; then
-    echo "s3: port $PORT is taken by another process; stop it or set S3_PORT" >&2
-    exit 1
-  fi
+  daemon_port_free S3_PORT
   mkdir -p "$HOME_DIR/data"
   # The secret goes into a file only its owner reads, never onto the command line.
   (umask 077 && cat >"$HOME_DIR/s3proxy.properties" <<PROPS
@@ -55,57 +52,14 @@ jclouds.provider=filesystem
 jclouds.filesystem.basedir=$HOME_DIR/data
 PROPS
   )
-  nohup java -Xmx256m -jar "$jar" --properties "$HOME_DIR/s3proxy.properties" >"$HOME_DIR/s3.log" 2>&1 &
-  echo $! >"$PID_FILE"
-  local deadline=$((SECONDS + TIMEOUT))
-  until answers; do
-    if ! running; then
-      echo "s3: s3proxy exited during start-up; see $HOME_DIR/s3.log" >&2
-      tail -20 "$HOME_DIR/s3.log" >&2 || true
-      rm -f "$PID_FILE"
-      exit 1
-    fi
-    if ((SECONDS > deadline)); then
-      echo "s3: s3proxy does not answer after ${TIMEOUT}s; see $HOME_DIR/s3.log" >&2
-      down >&2
-      exit 1
-    fi
-    sleep 0.2
-  done
+  daemon_start java -Xmx256m -jar "$jar" --properties "$HOME_DIR/s3proxy.properties"
   echo "s3: up at $ENDPOINT (data in $HOME_DIR/data; '$0 env' prints the AWS_* variables)"
-}
-
-down() {
-  if ! running; then
-    rm -f "$PID_FILE"
-    echo "s3: stopped"
-    return 0
-  fi
-  local pid
-  pid="$(cat "$PID_FILE")"
-  kill -TERM "$pid"
-  for _ in $(seq 1 40); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.25
-  done
-  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-  rm -f "$PID_FILE"
-  echo "s3: stopped (pid $pid)"
-}
-
-status() {
-  if running && answers; then
-    echo "s3: running at $ENDPOINT"
-  else
-    echo "s3: stopped"
-    return 3
-  fi
 }
 
 case "${1:-}" in
   up) up ;;
-  down) down ;;
-  status) status ;;
+  down) daemon_stop ;;
+  status) daemon_status "$ENDPOINT" ;;
   env)
     printf 'AWS_ENDPOINT_URL=%s\nAWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\nAWS_REGION=us-east-1\n' \
       "$ENDPOINT" "$ACCESS_KEY" "$SECRET_KEY"
