@@ -115,8 +115,10 @@ def committed_rows(path: TableLocation, batch: Batch, columns: Sequence[str] | N
     """The batch's rows of the Delta table at `path` (only `columns`; all if None), read with
     delta-rs; None if there is no table."""
     delta = delta_rs_table(path)
-    if delta is None:
-        return None
+    return None if delta is None else _batch_rows(delta, batch, columns)
+
+
+def _batch_rows(delta: DeltaTable, batch: Batch, columns: Sequence[str] | None) -> Table:
     return _batch_files(delta, batch).to_table(
         columns=list(columns) if columns is not None else None, filter=batch_filter(batch)
     )
@@ -160,9 +162,7 @@ def audit_batch(config: PipelineConfig, batch_id: int, *, recount: bool = False)
         raise BatchStateError(
             f"batch {batch_id} is committed but the output table {config.output_path} does not exist"
         )
-    schema_names = delta.schema().to_arrow().names
-    table = committed_rows(config.output_path, batch, validated_columns(config, schema_names))
-    assert table is not None  # checked above
+    table = _batch_rows(delta, batch, validated_columns(config, delta.schema().to_arrow().names))
     frame = arrow_frame(table, batch.ranges)
     quarantined = _committed_count(config.quarantine_path, batch)
     if recount or batch.records_read is None:

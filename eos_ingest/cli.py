@@ -10,6 +10,7 @@ eos-ingest verify --pipeline demo     compare Kafka's committed records with the
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -17,7 +18,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from eos_ingest import aws_conn
 from eos_ingest.airflow_conn import (
@@ -358,5 +359,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_code(exc)
 
 
+def console_main() -> NoReturn:
+    """The `eos-ingest` command: main(), then an exit that skips the interpreter's last collections.
+
+    A command that imported GX (audit, run) leaves a heap of a few million objects, and the
+    interpreter's shutdown spent ~0.9 s of CPU collecting them (measured on the audit of a
+    950k-row batch: 4.1 -> 3.2 s of CPU for the whole process). gc.freeze() moves every object to
+    the permanent generation, which those collections skip; atexit handlers (logging's flush,
+    Spark's shutdown) still run, and the memory goes back with the process. Tests call main(), so
+    their process keeps collecting."""
+    code = main()
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 from eos_ingest import paths
 from eos_ingest.config import PipelineConfig
 from eos_ingest.errors import ConfigError, GxLockTimeoutError
-from eos_ingest.quality_suite import EXPECTED_ROWS, build_suite, quiet_gx
+from eos_ingest.quality_suite import EXPECTED_ROWS, build_suite, import_gx, quiet_gx
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,6 +115,7 @@ def open_context(root: Path) -> AbstractDataContext:
         partial.write_text(template, encoding="utf-8")
         os.replace(partial, config_file)
     if changed or root not in _contexts:
+        import_gx()
         with quiet_gx():
             import great_expectations as gx
 
@@ -139,6 +140,7 @@ def validate(
     """Validate `frame`, a Spark or a pandas frame, with the pipeline's suite, store the result and
     its Data Docs page, as the pipeline's checkpoint does: (suite result, result identifier, report
     path). Only the file steps hold gx_lock; the validation itself runs unlocked."""
+    import_gx()
     with quiet_gx():
         import great_expectations as gx
         from great_expectations.checkpoint import UpdateDataDocsAction

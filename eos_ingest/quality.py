@@ -32,6 +32,7 @@ from eos_ingest.quality_suite import (
     arrow_frame,
     build_suite,
     default_suite_doc,
+    import_gx,
     named_columns,
     quiet_gx,
     validated_columns,
@@ -80,8 +81,7 @@ def preload_gx() -> Future[bool]:
 
 def _import_gx() -> bool:
     try:
-        with quiet_gx():
-            import great_expectations  # noqa: F401
+        import_gx()
     except Exception:  # the gate imports it again and reports the error
         log.debug("GX import failed; the gate will report the error", exc_info=True)
         return False

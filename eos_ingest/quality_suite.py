@@ -7,8 +7,10 @@ and the CLI and the DAG parser import eos_ingest without needing it.
 from __future__ import annotations
 
 import difflib
+import gc
 import json
 import logging
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cache
@@ -55,6 +57,24 @@ def quiet_gx() -> Iterator[None]:
         logger.setLevel(before)
 
 
+def import_gx() -> None:
+    """Import GX, with the cyclic garbage collector paused while it does (once per process).
+
+    The import allocates so many objects that the collections they trigger cost ~20% of its
+    ~2.5 s of CPU (measured: 2.5 -> 2.1 s); an import leaves no garbage cycles worth collecting.
+    Every GX entry point calls this before its own GX imports."""
+    if "great_expectations" in sys.modules:
+        return  # imported, or being imported by another thread: its import statement waits for it
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with quiet_gx():
+            import great_expectations  # noqa: F401
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 @cache
 def default_suite_doc(path: Path | None = None) -> dict[str, Any]:
     """The default suite (GX suite JSON): the package's, read through the import system (see
@@ -76,6 +96,7 @@ def pipeline_expectations(config: PipelineConfig) -> list[Expectation]:
     "severity": "warning"}. An unknown type or bad arguments raise ConfigError naming the
     pipeline, the index and the type. Call it early (DAG parse, plan) to fail before any Spark work.
     """
+    import_gx()
     with quiet_gx():
         from great_expectations.exceptions import ExpectationNotFoundError
         from great_expectations.expectations.registry import (
@@ -107,6 +128,7 @@ def pipeline_expectations(config: PipelineConfig) -> list[Expectation]:
 
 def build_suite(config: PipelineConfig) -> ExpectationSuite:
     """The suite a pipeline's batches are validated with: the default suite, then its own."""
+    import_gx()
     with quiet_gx():
         import great_expectations as gx
         from great_expectations.expectations.expectation_configuration import ExpectationConfiguration

@@ -1,0 +1,74 @@
+"""What a short process (`eos-ingest audit`) pays besides its work: GX's import and the exit.
+
+GX's import runs with the cyclic GC paused, and the command freezes the heap before the
+interpreter's shutdown collects it (README, "Performance"). No Spark, no broker."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from eos_ingest import cli
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Counts the collections that run while GX is imported, in a fresh interpreter (this one may
+# have imported GX already), then prints them and whether the collector is on afterwards.
+_IMPORT_PROBE = """
+import gc, sys
+from eos_ingest.quality_suite import import_gx
+{before}
+runs = []
+gc.callbacks.append(lambda phase, info: runs.append(info["generation"]) if phase == "start" else None)
+import_gx()
+gc.callbacks.clear()
+print(len(runs), gc.isenabled(), "great_expectations" in sys.modules)
+"""
+
+
+def _probe(before: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_PROBE.format(before=before)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return done.stdout.split()
+
+
+def test_gx_is_imported_without_automatic_collections_and_the_collector_is_on_again() -> None:
+    # A plain `import great_expectations` ran 769 collections (5 of the oldest generation); what
+    # is left is a library's own gc.collect() call.
+    runs, enabled, imported = _probe("")
+    assert int(runs) <= 2
+    assert (enabled, imported) == ("True", "True")
+
+
+def test_a_collector_the_caller_turned_off_stays_off() -> None:
+    runs, enabled, imported = _probe("gc.disable()")
+    assert int(runs) <= 2
+    assert (enabled, imported) == ("False", "True")
+
+
+def test_the_command_freezes_the_heap_then_exits_with_mains_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "main", lambda argv=None: 3)
+    gc.unfreeze()
+    try:
+        with pytest.raises(SystemExit) as exited:
+            cli.console_main()
+        assert exited.value.code == 3
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()  # this test process goes on collecting
+
+
+def test_the_installed_command_is_console_main() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["project"]["scripts"]["eos-ingest"] == "eos_ingest.cli:console_main"
