@@ -17,9 +17,14 @@ recreated topic, another pipeline's batch).
 
 from __future__ import annotations
 
+import gc
 import sys
 
 from eos_ingest.job import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Like the eos-ingest command (eos_ingest.cli.console_main): the heap GX leaves is frozen, so
+    # the interpreter's shutdown does not spend ~1 s collecting it after the batch committed.
+    gc.freeze()
+    sys.exit(code)
