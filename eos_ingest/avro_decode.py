@@ -8,7 +8,8 @@ and decodes every row with its writer schema and the reader schema
 (from_avro(body, writer, {"avroSchema": reader})), one CASE branch per id. A row whose value is
 not in the wire format, whose id is unknown or incompatible, or whose body does not decode
 (PERMISSIVE mode gives null) gets the reason in the error column: parser.py sends it to
-quarantine, so nothing is dropped.
+quarantine, so nothing is dropped. The key of key.format avro goes through the same steps
+(frame, batch_ids, check_writers, decode, failed), from avro_key.py.
 """
 
 from __future__ import annotations
