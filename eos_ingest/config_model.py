@@ -272,6 +272,19 @@ def _timeout(value: Any) -> float:
     return float(value)
 
 
+def _reader_schema_file(value: Any, handler: Any, info: ValidationInfo, of: str, example: str) -> Path | None:
+    """`schema_file` of a value or key section: an Avro record schema with format avro, else absent."""
+    if info.data.get("format") != "avro":
+        if value is not None:
+            raise problem("remove it, or use format avro (it is the Avro reader schema)")
+        return None
+    if value is None:
+        raise problem(f"give the reader schema of the {of}, e.g. {example} (an Avro record)")
+    path: Path = handler(value)
+    _avro_text(path)
+    return path
+
+
 class RegistrySection(_Section):
     """`value.schema_registry:` -- where writer schemas are looked up by id."""
 
@@ -334,14 +347,9 @@ class ValueSection(_Section):
     @field_validator("schema_file", mode="wrap")
     @classmethod
     def _schema_file(cls, value: Any, handler: Any, info: ValidationInfo) -> Path | None:
-        fmt = info.data.get("format")
-        if fmt != "avro":
-            if value is not None:
-                raise problem("remove it, or use format avro (it is the Avro reader schema)")
+        path = _reader_schema_file(value, handler, info, "values", "schemas/orders.avsc")
+        if path is None:
             return None
-        if value is None:
-            raise problem("give the reader schema of the values, e.g. schemas/orders.avsc (an Avro record)")
-        path: Path = handler(value)
         try:
             parse_ddl(spark_ddl(_avro_text(path)))  # the same column rules as a json schema
         except ValueError as e:
@@ -402,15 +410,7 @@ class KeySection(_Section):
     @field_validator("schema_file", mode="wrap")
     @classmethod
     def _schema_file(cls, value: Any, handler: Any, info: ValidationInfo) -> Path | None:
-        if info.data.get("format") != "avro":
-            if value is not None:
-                raise problem("remove it, or use format avro (it is the Avro reader schema of the key)")
-            return None
-        if value is None:
-            raise problem("give the reader schema of the keys, e.g. schemas/order_key.avsc (an Avro record)")
-        path: Path = handler(value)
-        _avro_text(path)
-        return path
+        return _reader_schema_file(value, handler, info, "keys", "schemas/order_key.avsc")
 
     @field_validator("writer_schemas", mode="after")
     @classmethod
