@@ -8,7 +8,8 @@ and decodes every row with its writer schema and the reader schema
 (from_avro(body, writer, {"avroSchema": reader})), one CASE branch per id. A row whose value is
 not in the wire format, whose id is unknown or incompatible, or whose body does not decode
 (PERMISSIVE mode gives null) gets the reason in the error column: parser.py sends it to
-quarantine, so nothing is dropped.
+quarantine, so nothing is dropped. The key of key.format avro goes through the same steps
+(frame, batch_ids, check_writers, decode, failed), from avro_key.py.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 _ID = "_eos_schema_id"
 _DECODED = "_eos_decoded"
+_BODY = "_eos_body"
 WIRE_FORMAT = "magic byte 0, a 4-byte schema id, then the Avro body"
 
 
@@ -70,28 +72,46 @@ class AvroBatch:
     incompatible: dict[int, list[str]] = field(default_factory=dict)
 
 
-def prepare(kafka_rows: DataFrame, config: PipelineConfig, table_extra: Columns) -> AvroBatch:
-    """Frame the values, resolve the batch's writer schemas (once per id) and check each against
-    the batch's reader schema (schema_evolution.avro_reader: under add_columns the writers' new
-    fields and the table's grown columns join it)."""
+def frame(rows: DataFrame, column: str, id_column: str, body_column: str) -> DataFrame:
+    """`rows` with the schema id and the Avro body of `column` split off: both null where the
+    column is not in the wire format (null, shorter than 5 bytes, or no magic byte 0)."""
     from pyspark.sql import functions as F
 
-    declared = config.value.avro_schema
-    registry = config.value.registry
-    assert declared is not None and registry is not None  # config.py fills both for avro
-    value = F.col("value")
-    framed_ok = value.isNotNull() & (F.length(value) >= 5) & (F.hex(F.substring(value, 1, 1)) == "00")
-    framed = kafka_rows.select(
-        *[F.col(c) for c in kafka_rows.columns],
-        F.when(framed_ok, F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("bigint")).alias(_ID),
-        F.when(framed_ok, F.expr("substring(value, 6)")).alias("_eos_body"),
+    data = F.col(column)
+    framed_ok = data.isNotNull() & (F.length(data) >= 5) & (F.hex(F.substring(data, 1, 1)) == "00")
+    return rows.select(
+        *[F.col(c) for c in rows.columns],
+        F.when(framed_ok, F.conv(F.hex(F.substring(data, 2, 4)), 16, 10).cast("bigint")).alias(id_column),
+        F.when(framed_ok, F.expr(f"substring(`{column}`, 6)")).alias(body_column),
     )
-    # One pass over the batch for its ids: a handful of values, resolved once each.
-    ids = sorted(int(r[0]) for r in framed.where(F.col(_ID).isNotNull()).select(_ID).distinct().collect())
-    writers = schema_registry.resolve(registry, ids)
-    known = {i: w for i, w in writers.items() if w is not None}
-    reader, unknown, changed = avro_reader(config, known, table_extra)
-    spark = kafka_rows.sparkSession
+
+
+def batch_ids(framed: DataFrame, id_column: str) -> list[int]:
+    """The distinct schema ids of a framed batch: one pass, a handful of values."""
+    from pyspark.sql import functions as F
+
+    found = framed.where(F.col(id_column).isNotNull()).select(id_column).distinct().collect()
+    return sorted(int(r[0]) for r in found)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The writers of a batch checked against one reader schema: the ids that decode (with their
+    writer schema), and the refused ids with their quarantine reason and the fields named in it."""
+
+    decoders: list[tuple[int, str]]
+    refused: dict[int, str]
+    incompatible: dict[int, list[str]]
+
+
+def check_writers(
+    spark: SparkSession,
+    writers: dict[int, str | None],
+    reader: str,
+    changed: dict[int, list[str]] | None = None,
+) -> Checked:
+    """Each resolved writer (None: an unknown id) checked against `reader` with Avro's rules;
+    `changed` adds, per id, fields whose type differs from the table's column (schema evolution)."""
     refused: dict[int, str] = {}
     incompatible: dict[int, list[str]] = {}
     decoders: list[tuple[int, str]] = []
@@ -100,7 +120,7 @@ def prepare(kafka_rows: DataFrame, config: PipelineConfig, table_extra: Columns)
             refused[schema_id] = f"unknown schema id {schema_id}: no writer schema for it"
             continue
         why = compatibility(spark, writer, reader)
-        fields = changed.get(schema_id, [])
+        fields = (changed or {}).get(schema_id, [])
         if why is None and not fields:
             decoders.append((schema_id, writer))
             continue
@@ -111,8 +131,26 @@ def prepare(kafka_rows: DataFrame, config: PipelineConfig, table_extra: Columns)
         refused[schema_id] = (
             f"writer schema id {schema_id} is incompatible with the reader schema: {reason}{named}"
         )
-    log.info("avro: schema ids %s; decoding %s; refused %s", ids, [i for i, _ in decoders], refused)
-    return AvroBatch(framed, reader, decoders, refused, unknown, incompatible)
+    return Checked(decoders, refused, incompatible)
+
+
+def prepare(kafka_rows: DataFrame, config: PipelineConfig, table_extra: Columns) -> AvroBatch:
+    """Frame the values, resolve the batch's writer schemas (once per id) and check each against
+    the batch's reader schema (schema_evolution.avro_reader: under add_columns the writers' new
+    fields and the table's grown columns join it)."""
+    declared = config.value.avro_schema
+    registry = config.value.registry
+    assert declared is not None and registry is not None  # config.py fills both for avro
+    framed = frame(kafka_rows, "value", _ID, _BODY)
+    ids = batch_ids(framed, _ID)
+    writers = schema_registry.resolve(registry, ids)
+    known = {i: w for i, w in writers.items() if w is not None}
+    reader, unknown, changed = avro_reader(config, known, table_extra)
+    checked = check_writers(kafka_rows.sparkSession, writers, reader, changed)
+    log.info(
+        "avro: schema ids %s; decoding %s; refused %s", ids, [i for i, _ in checked.decoders], checked.refused
+    )
+    return AvroBatch(framed, reader, checked.decoders, checked.refused, unknown, checked.incompatible)
 
 
 def _fields_at(reader: str, why: str) -> list[str]:
@@ -123,15 +161,21 @@ def _fields_at(reader: str, why: str) -> list[str]:
 
 
 def parse(
-    batch: AvroBatch, config: PipelineConfig, meta: list[Column], error_column: str, unknown_column: str
+    batch: AvroBatch,
+    config: PipelineConfig,
+    meta: list[Column],
+    error_column: str,
+    unknown_column: str,
+    first_error: Column | None = None,
 ) -> DataFrame:
     """The output columns of the batch's reader schema, `raw_value`, `error_column` and
-    `unknown_column` (see parser.parse). `config` is the batch's (schema_evolution.Evolution)."""
+    `unknown_column` (see parser.parse). `config` is the batch's (schema_evolution.Evolution);
+    `first_error`, when not null, is a row's reason before its value's (the key's, avro_key.py)."""
     from pyspark.sql import functions as F
 
     framed, value = batch.framed, F.col("value")
     struct = "STRUCT<" + ", ".join(f"`{n}`: {t}" for n, t in config.payload_columns) + ">"
-    decoded = _case(batch.decoders, batch.reader, struct)
+    decoded = decode(batch.decoders, batch.reader, struct, _ID, _BODY)
 
     error = F.when(value.isNull(), F.lit("null value (tombstone): an Avro value was expected")).when(
         F.col(_ID).isNull(), F.lit(f"value is not in the Schema Registry wire format ({WIRE_FORMAT})")
@@ -139,9 +183,11 @@ def parse(
     for schema_id, why in sorted(batch.refused.items()):
         error = error.when(F.col(_ID) == schema_id, F.lit(why))
     error = error.when(
-        _failed(config.payload_columns, required_fields(batch.reader)),
+        failed(_DECODED, config.payload_columns, required_fields(batch.reader)),
         F.concat(F.lit("Avro body does not decode with writer schema id "), F.col(_ID).cast("string")),
     )
+    if first_error is not None:
+        error = F.coalesce(first_error, error)  # coalesce stops at the first non-null
     unknown = F.lit(None).cast("array<string>")
     for schema_id, names in sorted(batch.unknown.items()):
         unknown = F.when(F.col(_ID) == schema_id, F.array(*[F.lit(n) for n in names])).otherwise(unknown)
@@ -155,7 +201,7 @@ def parse(
     )
 
 
-def _failed(columns: list[tuple[str, str]], required: list[str]) -> Column:
+def failed(decoded: str, columns: list[tuple[str, str]], required: list[str]) -> Column:
     """True where from_avro did not decode: in PERMISSIVE mode it then gives a struct whose every
     field is null. A field the reader schema says cannot be null tells it apart from a record
     that decoded; a reader whose fields are all nullable cannot, and an all-null record counts
@@ -163,11 +209,13 @@ def _failed(columns: list[tuple[str, str]], required: list[str]) -> Column:
     from pyspark.sql import functions as F
 
     names = required or [n for n, _ in columns]
-    nulls = [F.col(f"{_DECODED}.`{n}`").isNull() for n in names]
-    return F.col(_DECODED).isNull() | functools.reduce(operator.or_ if required else operator.and_, nulls)
+    nulls = [F.col(f"{decoded}.`{n}`").isNull() for n in names]
+    return F.col(decoded).isNull() | functools.reduce(operator.or_ if required else operator.and_, nulls)
 
 
-def _case(decoders: list[tuple[int, str]], reader: str, struct: str) -> Column:
+def decode(
+    decoders: list[tuple[int, str]], reader: str, struct: str, id_column: str, body_column: str
+) -> Column:
     """CASE schema_id WHEN <id> THEN from_avro(body, <writer>, reader) ... END: only the branch
     of a row's id runs; an id without a decoder gives null, settled by the error column first.
     PERMISSIVE: a body that does not decode gives null instead of failing the job."""
@@ -178,7 +226,7 @@ def _case(decoders: list[tuple[int, str]], reader: str, struct: str) -> Column:
     if not decoders:
         return F.lit(None).cast(struct)  # typed, so the payload columns still resolve
     (first_id, first), *rest = decoders
-    case = F.when(F.col(_ID) == first_id, from_avro(F.col("_eos_body"), first, options))
+    case = F.when(F.col(id_column) == first_id, from_avro(F.col(body_column), first, options))
     for schema_id, writer in rest:
-        case = case.when(F.col(_ID) == schema_id, from_avro(F.col("_eos_body"), writer, options))
+        case = case.when(F.col(id_column) == schema_id, from_avro(F.col(body_column), writer, options))
     return case

@@ -16,7 +16,8 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
       # avro: schema_file (reader .avsc, required), schema_registry {url, username, password,
       # timeout_seconds} and/or writer_schemas {id: .avsc}; paths relative to this file
       schema_evolution: ignore     # ignore | add_columns | fail: a field the schema lacks (docs/formats.md)
-    key: {format: raw}             # raw (kafka_key BINARY) | string (UTF-8 text)
+    key: {format: raw}             # raw (kafka_key BINARY) | string (UTF-8 text) | avro (a struct:
+                                   # schema_file, writer_schemas as for the value; its registry)
     metadata: {headers: none, timestamp_type: false}   # headers: none | map | array (docs/formats.md)
     output:
       path: tables/demo            # default tables/<name>; relative paths are under the state folder;
@@ -47,7 +48,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,12 @@ class MetadataConfig:
     key_format: str = "raw"
     headers: str = "none"
     timestamp_type: bool = False
+    # key_format avro: the key's reader schema (JSON text; kafka_key is its struct), its writer
+    # schemas given as files (JSON text by id; the rest from the value's registry) and those
+    # .avsc files (a spark-submit ships them beside the pipeline file).
+    key_schema: str | None = None
+    key_writer_schemas: Mapping[int, str] = field(default_factory=dict, hash=False)
+    key_schema_files: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -211,6 +218,7 @@ class PipelineConfig:
         if registry:
             registry["password"] = "***" if registry.get("password") else None
             registry["files"] = sorted(registry.get("files") or {})  # the ids; the texts are long
+        shown["metadata"]["key_writer_schemas"] = sorted(shown["metadata"].get("key_writer_schemas") or {})
         return shown
 
 
@@ -355,7 +363,7 @@ class _Loader:
             start_from=model.start_from,
             max_records_per_partition=model.max_records_per_partition,
             value=_value_config(value),
-            metadata=MetadataConfig(model.key.format, model.metadata.headers, model.metadata.timestamp_type),
+            metadata=_metadata_config(model),
             output=OutputConfig(output.path, output.quarantine_path, tuple(output.partition_by)),
             control_db_url=model.control_db_url,
             schedule=model.schedule,
@@ -368,6 +376,19 @@ class _Loader:
             alerts=AlertsConfig(**model.alerts.model_dump()) if model.alerts is not None else None,
             source=self.path.resolve(),
         )
+
+
+def _metadata_config(model: PipelineFile) -> MetadataConfig:
+    key = model.key
+    files = (key.schema_file, *key.writer_schemas.values()) if key.schema_file else ()
+    return MetadataConfig(
+        key.format,
+        model.metadata.headers,
+        model.metadata.timestamp_type,
+        key_schema=load_schema_file(key.schema_file) if key.schema_file else None,
+        key_writer_schemas={i: load_schema_file(path) for i, path in key.writer_schemas.items()},
+        key_schema_files=files,
+    )
 
 
 def _value_config(value: ValueSection) -> ValueConfig:
@@ -409,6 +430,7 @@ def _problem(error: Any) -> Problem:
     loc = tuple("schema" if p == "schema_" else p for p in loc)
     key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
     key += ctx.get("at", "")
+    key = ctx.get("key") or key  # a check across sections names the key it is about
     value = ctx.get("value", error.get("input"))
     if error["type"] == "eos_config":
         return key, value, ctx["fix"]

@@ -56,9 +56,10 @@ _EXAMPLE = "{type: expect_column_values_to_not_be_null, column: id}"
 _UNSET = object()
 
 
-def problem(fix: str, *, at: str = "", value: Any = _UNSET) -> PydanticCustomError:
-    """A problem of the key being validated; `at` names a key below it, `value` replaces its input."""
-    ctx: dict[str, Any] = {"fix": fix, "at": at}
+def problem(fix: str, *, at: str = "", value: Any = _UNSET, key: str = "") -> PydanticCustomError:
+    """A problem of the key being validated; `at` names a key below it, `value` replaces its input,
+    `key` names another key of the file (a check across sections)."""
+    ctx: dict[str, Any] = {"fix": fix, "at": at, "key": key}
     if value is not _UNSET:
         ctx["value"] = value
     return PydanticCustomError("eos_config", "{fix}", ctx)
@@ -271,6 +272,19 @@ def _timeout(value: Any) -> float:
     return float(value)
 
 
+def _reader_schema_file(value: Any, handler: Any, info: ValidationInfo, of: str, example: str) -> Path | None:
+    """`schema_file` of a value or key section: an Avro record schema with format avro, else absent."""
+    if info.data.get("format") != "avro":
+        if value is not None:
+            raise problem("remove it, or use format avro (it is the Avro reader schema)")
+        return None
+    if value is None:
+        raise problem(f"give the reader schema of the {of}, e.g. {example} (an Avro record)")
+    path: Path = handler(value)
+    _avro_text(path)
+    return path
+
+
 class RegistrySection(_Section):
     """`value.schema_registry:` -- where writer schemas are looked up by id."""
 
@@ -333,14 +347,9 @@ class ValueSection(_Section):
     @field_validator("schema_file", mode="wrap")
     @classmethod
     def _schema_file(cls, value: Any, handler: Any, info: ValidationInfo) -> Path | None:
-        fmt = info.data.get("format")
-        if fmt != "avro":
-            if value is not None:
-                raise problem("remove it, or use format avro (it is the Avro reader schema)")
+        path = _reader_schema_file(value, handler, info, "values", "schemas/orders.avsc")
+        if path is None:
             return None
-        if value is None:
-            raise problem("give the reader schema of the values, e.g. schemas/orders.avsc (an Avro record)")
-        path: Path = handler(value)
         try:
             parse_ddl(spark_ddl(_avro_text(path)))  # the same column rules as a json schema
         except ValueError as e:
@@ -383,13 +392,32 @@ class ValueSection(_Section):
 
 
 HEADER_SHAPES = ("none", "map", "array")
-KEY_FORMATS = ("raw", "string")
+KEY_FORMATS = ("raw", "string", "avro")
 
 
 class KeySection(_Section):
-    """`key:` -- the kafka_key column: raw bytes (default, as before) or UTF-8 text."""
+    """`key:` -- the kafka_key column: raw bytes (default, as before), UTF-8 text, or Avro in the
+    Schema Registry wire format decoded into the struct of `schema_file` (avro_key.py)."""
 
     format: Annotated[str, _choice(KEY_FORMATS)] = "raw"
+    # avro: the key's reader schema (kafka_key's struct), and writer schemas by id; the rest come
+    # from value.schema_registry, which the key shares.
+    schema_file: Annotated[Path | None, BeforeValidator(_schema_path)] = Field(
+        default=None, validate_default=True
+    )
+    writer_schemas: Annotated[dict[int, Path], BeforeValidator(_writer_schemas)] = {}
+
+    @field_validator("schema_file", mode="wrap")
+    @classmethod
+    def _schema_file(cls, value: Any, handler: Any, info: ValidationInfo) -> Path | None:
+        return _reader_schema_file(value, handler, info, "keys", "schemas/order_key.avsc")
+
+    @field_validator("writer_schemas", mode="after")
+    @classmethod
+    def _avro_only(cls, value: dict[int, Path], info: ValidationInfo) -> dict[int, Path]:
+        if value and info.data.get("format") != "avro":
+            raise problem("remove it, or use format avro")
+        return value
 
 
 def _flag(value: Any) -> bool:
@@ -509,6 +537,24 @@ class PipelineFile(_Section):
     maintenance: MaintenanceSection | None = None
     # None: no alerts DAG (`eos-ingest check-lag` still works, with limits given as options).
     alerts: AlertsSection | None = None
+
+    @field_validator("metadata")
+    @classmethod
+    def _key_writers(cls, metadata: MetadataSection, info: ValidationInfo) -> MetadataSection:
+        # Here, not in KeySection: the key's writers may come from the value's registry, and
+        # `value` is validated after `key` (the fields' order).
+        key, value = info.data.get("key"), info.data.get("value")
+        if key is None or value is None or key.format != "avro" or key.writer_schemas:
+            return metadata
+        if value.schema_registry is None:
+            raise problem(
+                "Avro keys need their writer schemas: give value.schema_registry.url (the key shares the "
+                "value's registry; it needs value.format avro), or key.writer_schemas "
+                "({<schema id>: <.avsc path>})",
+                key="key.writer_schemas",
+                value=None,
+            )
+        return metadata
 
     @field_validator("control_db_url")
     @classmethod

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from eos_ingest import avro_key
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
@@ -25,9 +27,11 @@ _ERROR = "_eos_error"
 _UNKNOWN = "_eos_unknown_fields"
 # The start of a quarantine reason for a value whose type changed (`fail` looks for it).
 TYPE_CHANGED = "type changed: "
+# key.format avro: a quarantined record whose key did not decode keeps the key's bytes here.
+RAW_KEY = "raw_key"
 # Columns parse() adds next to the payload: a payload column of the same name breaks the job, so
 # config.py refuses them (Spark names are case-insensitive).
-INTERNAL_COLUMNS = ("raw_value", _ERROR, _CORRUPT, _UNKNOWN)
+INTERNAL_COLUMNS = ("raw_value", RAW_KEY, _ERROR, _CORRUPT, _UNKNOWN, *avro_key.COLUMNS)
 
 
 def meta_columns(config: PipelineConfig) -> tuple[str, ...]:
@@ -47,7 +51,8 @@ _LAST_HEADER_WINS = (
 def _meta(batch_id: int, config: PipelineConfig) -> list[Column]:
     from pyspark.sql import functions as F
 
-    key = F.col("key").cast("string") if config.metadata.key_format == "string" else F.col("key")
+    key_format = config.metadata.key_format
+    key = {"string": F.col("key").cast("string"), "avro": avro_key.column()}.get(key_format, F.col("key"))
     columns = [
         F.col("topic").alias("kafka_topic"),
         F.col("partition").alias("kafka_partition"),
@@ -62,7 +67,16 @@ def _meta(batch_id: int, config: PipelineConfig) -> list[Column]:
         columns.append(F.expr(_LAST_HEADER_WINS).alias("kafka_headers"))
     if config.metadata.timestamp_type:
         columns.append(F.col("timestampType").alias("kafka_timestamp_type"))
+    if key_format == "avro":
+        columns.append(avro_key.raw_key().alias(RAW_KEY))  # not a table column: quarantine_rows only
     return columns
+
+
+def _key_error(config: PipelineConfig) -> Column | None:
+    """Why a row's key did not decode (key.format avro; avro_key.decode added the column)."""
+    from pyspark.sql import functions as F
+
+    return F.col(avro_key.ERROR) if config.metadata.key_format == "avro" else None
 
 
 def parse(
@@ -74,19 +88,29 @@ def parse(
     from pyspark.sql import functions as F
 
     payload_names = [name for name, _ in config.payload_columns]
+    key_error = _key_error(config)
+    if config.value.format == "avro":
+        import dataclasses
+
+        from eos_ingest import avro_decode
+
+        avro = avro or avro_decode.prepare(kafka_rows, config, ())
+        if key_error is not None:
+            avro = dataclasses.replace(avro, framed=avro_key.decode(avro.framed, config))
+        return avro_decode.parse(avro, config, _meta(batch_id, config), _ERROR, _UNKNOWN, key_error)
+    if key_error is not None:
+        kafka_rows = avro_key.decode(kafka_rows, config)
     if config.value.format == "raw":
         return kafka_rows.select(
             *_meta(batch_id, config),
             F.col("value").alias("value"),
-            F.lit(None).cast("binary").alias("raw_value"),  # only a quarantined row keeps it
-            F.lit(None).cast("string").alias(_ERROR),
+            # only a quarantined row keeps it (raw values: only one its key sent there)
+            (F.when(key_error.isNotNull(), F.col("value")) if key_error is not None else F.lit(None))
+            .cast("binary")
+            .alias("raw_value"),
+            (key_error if key_error is not None else F.lit(None)).cast("string").alias(_ERROR),
             F.lit(None).cast("array<string>").alias(_UNKNOWN),
         )
-    if config.value.format == "avro":
-        from eos_ingest import avro_decode
-
-        avro = avro or avro_decode.prepare(kafka_rows, config, ())
-        return avro_decode.parse(avro, config, _meta(batch_id, config), _ERROR, _UNKNOWN)
     ddl = f"{config.value.schema}, {_CORRUPT} STRING"
     text = F.col("value").cast("string")
     parsed = F.from_json(text, ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
@@ -102,6 +126,8 @@ def parse(
         )
         .otherwise(F.lit(f"value does not match the declared schema: {config.value.schema}"))
     )
+    if key_error is not None:
+        error = F.coalesce(key_error, error)  # coalesce stops at the first non-null
     # The top-level keys no column reads: counted (ignore), fatal (fail), added before (add_columns).
     # Exact names: from_json matches keys case-sensitively, so `Name` is not read into `name`.
     known = ", ".join(_sql_string(n) for n in payload_names)
@@ -156,8 +182,9 @@ def quarantine_rows(parsed: DataFrame, config: PipelineConfig) -> DataFrame:
     """Rows that did not parse: identity, key, metadata and raw value, and why."""
     from pyspark.sql import functions as F
 
+    raw_key = [RAW_KEY] if config.metadata.key_format == "avro" else []
     return parsed.where(F.col(_ERROR).isNotNull()).select(
-        *meta_columns(config), "raw_value", F.col(_ERROR).alias("error")
+        *meta_columns(config), "raw_value", *raw_key, F.col(_ERROR).alias("error")
     )
 
 

@@ -125,7 +125,8 @@ def avro_schema_files(config_path: Path) -> list[Path]:
     from eos_ingest.config import load_pipeline
 
     try:
-        files = list(dict.fromkeys(load_pipeline(config_path).value.schema_files))
+        config = load_pipeline(config_path)
+        files = list(dict.fromkeys((*config.value.schema_files, *config.metadata.key_schema_files)))
     except ConfigError:
         return []  # the job loads the file again and reports what is wrong with it
     names = [f.name for f in files]

@@ -208,7 +208,7 @@ INVALID = [
     pytest.param(with_(value__shema="a INT"), "value.shema", "'a INT'", "did you mean 'schema'", id="unknown-nested-key"),
     pytest.param(with_(output={"partition": []}), "output.partition", "[]", "did you mean 'partition_by'", id="unknown-output-key"),
     pytest.param(with_(colour="blue"), "colour", "'blue'", "unknown key; known: name, topics", id="unknown-key-no-hint"),
-    pytest.param(with_(key={"format": "avro"}), "key.format", "'avro'", "use 'raw' or 'string'", id="key-format"),
+    pytest.param(with_(key={"format": "protobuf"}), "key.format", "'protobuf'", "use 'raw' or 'string' or 'avro'", id="key-format"),
     pytest.param(with_(metadata={"headers": "list"}), "metadata.headers", "'list'", "use 'none' or 'map' or 'array'", id="headers-shape"),
     pytest.param(with_(metadata={"timestamp_type": "yes"}), "metadata.timestamp_type", "'yes'", "use true or false", id="timestamp-type"),
     pytest.param(with_(metadata={"header": "map"}), "metadata.header", "'map'", "did you mean 'headers'", id="metadata-unknown-key"),
