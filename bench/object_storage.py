@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ import yaml
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from bench.chaos.procs import free_ports
 from bench.workload import SCHEMA, produce
 from eos_ingest import paths
 from eos_ingest.object_storage import LOG_STORE_CONF
@@ -49,12 +49,6 @@ from eos_ingest.submit import spark_submit_binary, spark_submit_env
 RESULTS = paths.REPO_ROOT / "bench" / "results" / "object_storage.jsonl"
 COMMITS_APP = paths.REPO_ROOT / "bench" / "object_storage_commits_app.py"
 CLI = str(Path(sys.executable).with_name("eos-ingest"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def script(path: str, command: str, env: dict[str, str]) -> str:
@@ -68,9 +62,10 @@ def script(path: str, command: str, env: dict[str, str]) -> str:
 @contextmanager
 def services(work: Path) -> Iterator[tuple[str, dict[str, str], str]]:
     """(Kafka bootstrap, the AWS_* variables of the S3 server, a PostgreSQL server URL)."""
-    kafka = {**os.environ, "KAFKA_PORT": str(free_port()), "KAFKA_CONTROLLER_PORT": str(free_port()),
+    kafka_port, controller_port, s3_port = free_ports(3)
+    kafka = {**os.environ, "KAFKA_PORT": str(kafka_port), "KAFKA_CONTROLLER_PORT": str(controller_port),
              "KAFKA_HOME_DIR": str(work / "kafka")}  # fmt: skip
-    s3 = {**os.environ, "S3_PORT": str(free_port()), "S3_DIR": str(work / "s3"), "S3_ACCESS_KEY": "bench",
+    s3 = {**os.environ, "S3_PORT": str(s3_port), "S3_DIR": str(work / "s3"), "S3_ACCESS_KEY": "bench",
           "S3_SECRET_KEY": uuid.uuid4().hex}  # fmt: skip
     pg_was_up = subprocess.run([str(paths.REPO_ROOT / "scripts/postgres.sh"), "status"],
                                capture_output=True, check=False).returncode == 0  # fmt: skip

@@ -29,10 +29,17 @@ COMMITTED_LINE = re.compile(r"batch (\d+) committed")
 CONFLICT_LINE = re.compile(r"conflict.*retr|retr.*conflict", re.IGNORECASE)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports: every socket is held until all are bound (closing each before
+    the next bind could hand out one port twice, and the broker refuses two listeners on it)."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 class Job:
@@ -168,9 +175,7 @@ class Processes:
         self.env = env
         self.jobs: list[Job] = []
         self.lock = threading.Lock()
-        self.kafka_port = free_port()
-        self.controller_port = free_port()
-        self.pg_port = free_port()
+        self.kafka_port, self.controller_port, self.pg_port = free_ports(3)
         self.broker_started = False
         self.postgres_started = False
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from eos_ingest import paths
-from tests.fixtures.kafka import free_port
+from tests.fixtures.kafka import free_ports
 from tests.integration.test_stack_script import port_open
 
 pytestmark = pytest.mark.integration
@@ -25,8 +25,8 @@ def spark(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]
 
 def test_spark_up_twice_then_down_leaves_no_process_and_no_port() -> None:
     home = paths.state_dir() / f"spark-script-test-{os.getpid()}"
-    ports = {"SPARK_MASTER_PORT": free_port(), "SPARK_MASTER_WEBUI_PORT": free_port(),
-             "SPARK_WORKER_WEBUI_PORT": free_port()}  # fmt: skip
+    names = ("SPARK_MASTER_PORT", "SPARK_MASTER_WEBUI_PORT", "SPARK_WORKER_WEBUI_PORT")
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
     env = {**os.environ, "PYTHON": sys.executable, "SPARK_CLUSTER_DIR": str(home)}
     env.update({k: str(v) for k, v in ports.items()})
     try:

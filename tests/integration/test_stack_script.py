@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from eos_ingest import paths
-from tests.fixtures.kafka import free_port
+from tests.fixtures.kafka import free_port, free_ports
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +35,7 @@ def stack(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]
 
 def test_stack_up_twice_then_down_leaves_no_process_and_no_port() -> None:
     home = paths.state_dir() / f"stack-test-{os.getpid()}"
-    port, controller = free_port(), free_port()
+    port, controller = free_ports(2)
     env = {
         **os.environ,
         "KAFKA_PORT": str(port),
