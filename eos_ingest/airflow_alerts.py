@@ -15,13 +15,13 @@ import importlib
 import json
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import DAG, BaseNotifier, task
 from airflow.sdk.exceptions import AirflowFailException
 
-from eos_ingest.airflow_dags import DEFAULT_ARGS, _doc, _library_errors
+from eos_ingest.airflow_dags import _library_errors, scheduled_dag
 from eos_ingest.config import PipelineConfig, load_pipeline
 from eos_ingest.dag_ids import alerts_dag_id
 from eos_ingest.errors import ConfigError
@@ -80,17 +80,8 @@ def _check_lag(pipeline_file: str) -> dict[str, Any]:
 def alerts_dag(config: PipelineConfig) -> DAG:
     """``eos_alerts__<name>``: check_lag on `alerts.schedule`, failing when a limit is passed."""
     assert config.alerts is not None
-    with DAG(
-        dag_id=alerts_dag_id(config.name),
-        schedule=config.alerts.schedule,
-        start_date=datetime(2024, 1, 1, tzinfo=UTC),
-        catchup=False,
-        max_active_runs=1,
-        auto_register=False,  # exposed through the module globals only, once checked
-        default_args=DEFAULT_ARGS,
-        tags=["eos-ingest", "alerts", f"pipeline:{config.name}"],
-        doc_md=_doc(config, f"Lag alerts of pipeline **{config.name}**: {limits_text(config)}."),
-    ) as dag:
+    doc = f"Lag alerts of pipeline **{config.name}**: {limits_text(config)}."
+    with scheduled_dag(config, alerts_dag_id(config.name), config.alerts.schedule, "alerts", doc) as dag:
         task(
             task_id="check_lag",
             retries=1,

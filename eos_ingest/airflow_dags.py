@@ -465,19 +465,28 @@ def _maintain(pipeline_file: str) -> None:
         raise RuntimeError(message)
 
 
-def maintain_dag(config: PipelineConfig) -> DAG:
-    """``eos_maintain__<name>``: OPTIMIZE + VACUUM of the tables on `maintenance.schedule`."""
-    assert config.maintenance is not None
-    with DAG(
-        dag_id=maintain_dag_id(config.name),
-        schedule=config.maintenance.schedule,
+def scheduled_dag(config: PipelineConfig, dag_id: str, schedule: str | None, kind: str, doc: str) -> DAG:
+    """A pipeline's side DAG on its own schedule (maintenance, lag alerts): one run at a time, no
+    catch-up of missed intervals; the caller adds its task inside `with`."""
+    return DAG(
+        dag_id=dag_id,
+        schedule=schedule,
         start_date=datetime(2024, 1, 1, tzinfo=UTC),
         catchup=False,
         max_active_runs=1,
         auto_register=False,  # exposed through the module globals only, once checked
         default_args=DEFAULT_ARGS,
-        tags=["eos-ingest", "maintenance", f"pipeline:{config.name}"],
-        doc_md=_doc(config, f"Table maintenance of pipeline **{config.name}**: OPTIMIZE + VACUUM."),
+        tags=["eos-ingest", kind, f"pipeline:{config.name}"],
+        doc_md=_doc(config, doc),
+    )
+
+
+def maintain_dag(config: PipelineConfig) -> DAG:
+    """``eos_maintain__<name>``: OPTIMIZE + VACUUM of the tables on `maintenance.schedule`."""
+    assert config.maintenance is not None
+    doc = f"Table maintenance of pipeline **{config.name}**: OPTIMIZE + VACUUM."
+    with scheduled_dag(
+        config, maintain_dag_id(config.name), config.maintenance.schedule, "maintenance", doc
     ) as dag:
         task(task_id="maintain", execution_timeout=timedelta(hours=4))(_maintain)(str(config.source))
     return dag
