@@ -1,5 +1,6 @@
-"""The sequence of one planned batch: fence -> identity check -> read -> parse -> gate -> write ->
-commit (README, "How exactly-once works", steps 2-7).
+"""The sequence of one planned batch: fence -> identity check -> read -> parse (and stage the
+table's files) -> gate -> write (commit the staged files) -> commit (README, "How exactly-once
+works", steps 2-7).
 
 run_fenced takes the fence and decides what a failure does to the batch; execute_batch runs the
 steps under that fence. A crash anywhere before the commit leaves the batch planned; the next
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 # there after the Delta writes and waits (up to 10 minutes) while the file exists, so a test can
 # kill -9 it between write and commit, or let a second attempt overtake it.
 PAUSE_BEFORE_COMMIT_ENV = "EOS_FAULT_PAUSE_BEFORE_COMMIT"
+# The same, after the gate and before the table's Delta commit: its files are staged, not committed.
+PAUSE_BEFORE_TABLE_COMMIT_ENV = "EOS_FAULT_PAUSE_BEFORE_TABLE_COMMIT"
 # For `make bench` only: "1" skips the GX gate, to measure what the gate costs. Never for real
 # data: the batch then commits without its checks, and the job says so in a warning per batch.
 GATE_OFF_ENV = "EOS_BENCH_GATE_OFF"
@@ -122,23 +125,39 @@ def execute_batch(
     # The batch's reader schema under value.schema_evolution (raises before any write under fail).
     evolution = schema_evolution.evolve(spark, kafka_rows, config)
     batch_config = evolution.config
-    # Persisted so the count, the table write and the quarantine write read Kafka once.
+    # Persisted so the counts, the gate and the quarantine write read Kafka once.
     parsed = parser.parse(kafka_rows, batch_config, batch_id, evolution.avro).persist(
         StorageLevel.MEMORY_AND_DISK
     )
+    staged = None
     try:
+        rows = parser.output_rows(parsed, batch_config)
+        table_txn = _txn(config, batch, fence, "table")
+        store.check_fence(batch_id, fence)  # a zombie stages nothing
+        # One Spark job reads, parses, fills the cache and writes the table's files; they are
+        # committed only after the gate (staged_write.py), so no reader sees them before.
+        staged = writer.stage(
+            spark,
+            rows,
+            str(config.output_path),
+            batch.ranges,
+            batch_id,
+            config.output.partition_by,
+            txn=table_txn,
+            merge_schema=evolution.merge_schema,
+        )
         split = parser.count_split(parsed)
         good, bad = split.good, split.quarantined
         schema_evolution.check_parsed(parsed, split, batch_config, batch_id)
-        rows = parser.output_rows(parsed, batch_config)
         log.info("batch %s: phase %s", batch_id, "gate")
         if recount is None:
             log.warning(
                 "batch %s: the quality gate is OFF (%s=1, for benchmarks only)", batch_id, GATE_OFF_ENV
             )
-        else:  # raises QualityGateError: nothing written
+        else:  # raises QualityGateError: nothing committed, the staged files are deleted
             quality.gate(spark, config, batch, rows, bad, recount=recount)
         log.info("batch %s: phase %s", batch_id, "write")
+        _pause_if_asked(PAUSE_BEFORE_TABLE_COMMIT_ENV)
         version = writer.replace_ranges(
             spark,
             rows,
@@ -146,9 +165,10 @@ def execute_batch(
             batch.ranges,
             batch_id,
             config.output.partition_by,
-            txn=_txn(config, batch, fence, "table"),
+            txn=table_txn,
             before_write=lambda: store.check_fence(batch_id, fence),
             merge_schema=evolution.merge_schema,
+            staged=staged,
         ).version
         try:  # the table holds the batch now: whatever fails next must leave it planned
             quarantine_version = writer.replace_ranges(
@@ -169,10 +189,12 @@ def execute_batch(
                 "replaces the ranges in both (fix the quarantine table first if the cause persists)"
             ) from exc
     finally:
+        if staged is not None:
+            staged.abort()  # uncommitted files only: a no-op once the commit was tried
         parsed.unpersist()
 
     log.info("batch %s: phase %s", batch_id, "written")
-    _pause_if_asked()
+    _pause_if_asked(PAUSE_BEFORE_COMMIT_ENV)
     _check_identity(config, store, batch)
     log.info("batch %s: phase %s", batch_id, "commit")
     store.commit_batch(
@@ -216,8 +238,8 @@ def _txn(config: PipelineConfig, batch: Batch, fence: int, table: str) -> writer
     return writer.Txn(app_id, fence)
 
 
-def _pause_if_asked() -> None:
-    marker = os.environ.get(PAUSE_BEFORE_COMMIT_ENV)
+def _pause_if_asked(variable: str) -> None:
+    marker = os.environ.get(variable)
     if not marker:
         return
     path = Path(marker)

@@ -29,6 +29,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from eos_ingest.errors import ConfigError, EosIngestError, PartialWriteError, WriteConflictError, WriteError
 from eos_ingest.object_storage import delta_rs_uri, storage_options
 from eos_ingest.planner import PlannedRange
+from eos_ingest.staged_write import StagedReplace, stage_replace
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -43,6 +44,8 @@ DEFAULT_CONFLICT_ATTEMPTS = 5
 DEFAULT_BACKOFF_S = 1.0
 # Commits searched for a batch's marker; a replace finds its own among the newest few.
 HISTORY_DEPTH = 100
+# Delta's error class for a written row outside the replaceWhere predicate.
+_REPLACE_WHERE_MISMATCH = "DELTA_REPLACE_WHERE_MISMATCH"
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,50 @@ def commit_marker(batch_id: int, fence: int | None = None) -> str:
     return marker if fence is None else f"{marker} fence={fence}"
 
 
+def write_options(batch_id: int, txn: Txn | None, merge_schema: bool) -> dict[str, str]:
+    """The Delta writer options of a replace besides replaceWhere: the commit's marker, the
+    idempotent-write identity and mergeSchema."""
+    options = {"userMetadata": commit_marker(batch_id, txn.fence if txn else None)}
+    if txn is not None:
+        options.update(txnAppId=txn.app_id, txnVersion=str(txn.fence))
+    if merge_schema:
+        options["mergeSchema"] = "true"
+    return options
+
+
+def stage(
+    spark: SparkSession,
+    rows: DataFrame,
+    path: str,
+    ranges: Sequence[PlannedRange],
+    batch_id: int,
+    partition_by: Sequence[str] = (),
+    *,
+    txn: Txn | None = None,
+    merge_schema: bool = False,
+) -> StagedReplace:
+    """Write the files of replace_ranges(rows, ...) without committing them (staged_write.py);
+    hand the result to replace_ranges(staged=...) after the gate, or abort() it.
+
+    A row outside `ranges` fails here as it fails replace_ranges, with a WriteError; any other
+    error (the Kafka read under the write, say) is raised as Spark raised it, so the caller tells
+    lost offsets from a broker that went away as it does for any Spark step.
+    """
+    try:
+        return stage_replace(
+            spark,
+            rows,
+            path,
+            ranges_predicate(ranges),
+            partition_by,
+            write_options(batch_id, txn, merge_schema),
+        )
+    except Exception as exc:
+        if _REPLACE_WHERE_MISMATCH in str(exc):
+            raise WriteError(f"Delta replace of batch {batch_id} into {path} failed: {exc}") from exc
+        raise
+
+
 def replace_ranges(
     spark: SparkSession,
     rows: DataFrame,
@@ -145,6 +192,7 @@ def replace_ranges(
     attempts: int | None = None,
     backoff_s: float = DEFAULT_BACKOFF_S,
     merge_schema: bool = False,
+    staged: StagedReplace | None = None,
 ) -> ReplaceResult:
     """Replace the rows of `ranges` in the Delta table at `path` with `rows`.
 
@@ -166,6 +214,10 @@ def replace_ranges(
     `merge_schema` adds the columns of `rows` the table lacks (Delta's mergeSchema; the batch's new
     columns under value.schema_evolution: add_columns). Without it too, a column the table has and
     `rows` lack is kept and gets null in the replaced ranges: a replace never drops a column.
+
+    `staged`: the same replace of the same `rows`, already written by stage() and not committed;
+    the first try commits it, and a try after a conflict writes `rows` afresh (the staged files,
+    stale then, are left to VACUUM).
     """
     import delta.exceptions  # noqa: F401  (installs the conversion of Delta's conflict errors)
 
@@ -179,17 +231,11 @@ def replace_ranges(
         made += 1
         if before_write is not None:
             before_write()
-        writer = (
-            rows.write.format("delta")
-            .option("userMetadata", commit_marker(batch_id, txn.fence if txn else None))
-            .mode("overwrite")
-            .option("replaceWhere", ranges_predicate(ranges))
-        )
-        if txn is not None:
-            writer = writer.option("txnAppId", txn.app_id).option("txnVersion", txn.fence)
-        if merge_schema:
-            writer = writer.option("mergeSchema", "true")
-        writer.partitionBy(*partition_by).save(path)
+        if staged is not None and made == 1:
+            staged.commit()  # a conflict here is retried below as a fresh write of `rows`
+            return
+        writer = rows.write.format("delta").mode("overwrite").option("replaceWhere", ranges_predicate(ranges))
+        writer.options(**write_options(batch_id, txn, merge_schema)).partitionBy(*partition_by).save(path)
 
     def conflicted(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None

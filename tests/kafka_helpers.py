@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterable
 
@@ -22,21 +23,49 @@ class TxProducer:
             }
         )
         self.producer.init_transactions(30)
+        self.bootstrap = bootstrap
+        self.sent: dict[tuple[str, int], int] = {}  # the transaction's last offset per partition
 
     def begin(self) -> None:
+        self.sent = {}
         self.producer.begin_transaction()
+
+    def _delivered(self, err, msg) -> None:
+        if err is None:
+            key = (msg.topic(), msg.partition())
+            self.sent[key] = max(self.sent.get(key, -1), msg.offset())
 
     def send(self, topic: str, values: Iterable[bytes | str | dict], partition: int | None = None) -> None:
         for value in values:
             payload = json.dumps(value).encode() if isinstance(value, dict) else value
             if partition is None:
-                self.producer.produce(topic, payload)
+                self.producer.produce(topic, payload, on_delivery=self._delivered)
             else:
-                self.producer.produce(topic, payload, partition=partition)
+                self.producer.produce(topic, payload, partition=partition, on_delivery=self._delivered)
             self.producer.poll(0)
 
     def commit(self) -> None:
+        """Commit, then wait (at most 5 s) until a read_committed reader sees the records: the
+        coordinator writes the commit markers after commit_transaction returns, so a plan made at
+        once could end a partition before them (its last stable offset not moved yet). An open
+        transaction of another producer holds the LSO back for longer; then this returns anyway."""
         self.producer.commit_transaction(30)
+        waiting = dict(self.sent)
+        if not waiting:
+            return
+        consumer = Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": "lso", "isolation.level": "read_committed"}
+        )
+        try:
+            deadline = time.monotonic() + 5
+            while waiting and time.monotonic() < deadline:
+                for (topic, partition), last in list(waiting.items()):
+                    if consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)[1] > last:
+                        del waiting[(topic, partition)]
+                if waiting:
+                    time.sleep(0.05)
+        finally:
+            consumer.close()
 
     def abort(self) -> None:
         # Flush first: librdkafka purges unsent messages on abort, and a test of aborted

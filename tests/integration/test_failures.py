@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
-from eos_ingest.batch_sequence import PAUSE_BEFORE_COMMIT_ENV
+from eos_ingest.batch_sequence import PAUSE_BEFORE_COMMIT_ENV, PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
 from tests.fixtures.pipelines import verify_pipeline
@@ -20,10 +21,12 @@ from tests.process_helpers import wait_for_pause
 pytestmark = pytest.mark.integration
 
 
-def start_job(config, batch_id: int, log: Path, pause_file: Path | None = None) -> subprocess.Popen[str]:
+def start_job(
+    config, batch_id: int, log: Path, pause_file: Path | None = None, pause_at: str = PAUSE_BEFORE_COMMIT_ENV
+) -> subprocess.Popen[str]:
     env = spark_submit_env()
     if pause_file is not None:
-        env[PAUSE_BEFORE_COMMIT_ENV] = str(pause_file)
+        env[pause_at] = str(pause_file)
     argv = spark_submit_argv(config.source, batch_id, master="local[1]", driver_memory="1g")
     # A session of its own, so the whole job (JVM and Python driver) can be killed as one group.
     # Output goes to a file: an unread pipe fills up with Spark's logs and blocks the job.
@@ -95,6 +98,35 @@ def test_kill_9_between_delta_write_and_commit_then_rerun_leaves_exactly_one_cop
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     done = store.get_batch(batch.batch_id)
     assert done.status.value == "committed" and done.fence == 2
+    assert spark.read.format("delta").load(str(config.output_path)).count() == 300
+    report = verify_pipeline(spark, config)
+    assert report.ok and report.expected == 300, report.to_dict()
+
+
+def test_kill_9_after_the_gate_with_the_table_files_staged_leaves_no_table_and_the_rerun_writes_once(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
+) -> None:
+    """The table's files are written in the read's pass and committed after the gate: a kill in
+    between leaves Parquet files that no Delta log names, so no reader sees a row."""
+    config, store, batch = planned_batch(
+        kafka_bootstrap, make_topic(partitions=3), make_pipeline, control_db_url
+    )
+    pause, log = tmp_path / "pause", tmp_path / "job.log"
+    job = start_job(config, batch.batch_id, log, pause, pause_at=PAUSE_BEFORE_TABLE_COMMIT_ENV)
+    wait_for_pause(job, pause, log)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait(timeout=30)
+
+    assert "gate passed" in log.read_text()
+    assert list(config.output_path.rglob("*.parquet"))  # staged on disk ...
+    assert not DeltaTable.is_deltatable(str(config.output_path))  # ... in no table
+    assert store.get_batch(batch.batch_id).status.value == "planned"
+
+    rerun = subprocess.run(
+        [sys.executable, "-m", "eos_ingest.cli", "run", "--config", str(config.source), "--master", "local[1]"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert spark.read.format("delta").load(str(config.output_path)).count() == 300
     report = verify_pipeline(spark, config)
     assert report.ok and report.expected == 300, report.to_dict()

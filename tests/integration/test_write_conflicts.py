@@ -67,13 +67,14 @@ def test_a_write_conflict_past_the_retries_leaves_the_batch_planned_and_the_job_
     assert batch is not None
     before = store.committed_offsets(config.name)
 
-    # A concurrent writer that commits to both tables all the time once the job is about to write
-    # (table property changes: each conflicts with any open transaction on the table, adds no rows).
+    # A concurrent writer that commits to both tables all the time once the job reads (table
+    # property changes: each conflicts with any open transaction on the table, adds no rows). The
+    # job's table transaction opens when it stages the files, before the gate.
     stop, log = threading.Event(), tmp_path / "job.log"
 
     def hammer() -> None:
         n = 0
-        while not stop.is_set() and (not log.exists() or "gate passed" not in log.read_text()):
+        while not stop.is_set() and (not log.exists() or "phase read" not in log.read_text()):
             time.sleep(0.2)
         while not stop.is_set():
             for path in (config.output_path, config.quarantine_path):

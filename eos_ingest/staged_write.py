@@ -1,0 +1,167 @@
+"""A Delta replace split in two: its files written in the batch's one pass over Kafka, its commit
+made only after the quality gate.
+
+Why: writing after the gate used to mean two heavy Spark jobs per batch (read + parse + cache +
+count, then the write from the cache), each paying the JVM's warm-up in a cold job. Staged, the
+read, the parse, the cache and the table's Parquet files are one job; the counts and the gate then
+read the cache, and the commit is a small step after the gate. Nothing changes for a reader of the
+table: staged files are not in the Delta log until the commit, so until then no reader sees them,
+and a batch that fails its gate (or dies) leaves only unreferenced files, which the abort deletes
+(or VACUUM removes after its retention).
+
+It runs Delta's own write command, WriteIntoDelta, with the same options a DataFrame save would
+pass (replaceWhere, txnAppId/txnVersion, userMetadata, mergeSchema) and splits its run() at the
+commit: write() returns the commit's actions (the new files, the removal or row-level rewrite of
+the files the predicate matches, the SetTransaction) without committing them. The replace's
+guarantees are Delta's: the predicate's check of every written row, the read of the replaced
+files that makes concurrent writers conflict, and the idempotent skip of an app id's old fence.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+_DELTA = "org.apache.spark.sql.delta"
+
+
+@dataclass
+class StagedReplace:
+    """The files of one replace, written and not committed. commit() publishes them in one Delta
+    commit; abort() deletes them. `skipped`: Delta found the app id's write of this fence (or a
+    newer one) in the table, so nothing was written and nothing is to commit."""
+
+    path: str
+    skipped: bool
+    added_paths: tuple[str, ...]
+    _spark: Any
+    # The commit would have created the table: an abort also removes the folders staging made
+    # (the table's, its _delta_log, partition folders), so a failed first batch leaves nothing.
+    new_table: bool = False
+    _txn: Any = None
+    _actions: Any = None
+    _operation: Any = None
+    _done: bool = False
+
+    def commit(self) -> int | None:
+        """Commit the staged actions; the new Delta version, None when skipped. Raises Delta's
+        concurrent-modification errors as any write does (the caller retries with a fresh write)."""
+        if self._done:
+            raise RuntimeError(f"the staged replace into {self.path} was already committed or aborted")
+        self._done = True
+        if self.skipped:
+            return None
+        active = _active_txn(self._spark)
+        active.setActive(self._txn)
+        try:
+            return int(self._txn.commit(self._actions, self._operation))
+        finally:
+            active.clearActive()
+
+    def abort(self) -> None:
+        """Delete the staged files (never referenced by the log). Best effort: a file left behind
+        is invisible to readers and VACUUM removes it. Never after a commit was tried: an error
+        from the commit does not prove that no log entry points at the files."""
+        if self._done:
+            return
+        self._done = True
+        if not self.added_paths and not self.new_table:
+            return
+        jvm = self._spark._jvm
+        root = jvm.org.apache.hadoop.fs.Path(self.path)
+        fs = root.getFileSystem(self._spark._jsparkSession.sessionState().newHadoopConf())
+        for relative in self.added_paths:
+            try:
+                fs.delete(_absolute(jvm, root, relative), False)
+            except Exception:  # invisible to readers; VACUUM removes it
+                log.warning("could not delete the staged file %s of %s", relative, self.path, exc_info=True)
+        if self.new_table:
+            _remove_empty_folders(fs, root)
+
+
+def stage_replace(
+    spark: SparkSession,
+    rows: DataFrame,
+    path: str,
+    predicate: str,
+    partition_by: Sequence[str],
+    options: dict[str, str],
+) -> StagedReplace:
+    """Write `rows` as the files of a Delta replaceWhere of `predicate` into the table at `path`
+    (created by the commit if absent), without committing. `options` are the DataFrame writer's
+    Delta options besides replaceWhere (txnAppId, txnVersion, userMetadata, mergeSchema)."""
+    jvm = spark._jvm
+    assert jvm is not None
+    jspark = spark._jsparkSession
+    utils = jvm.org.apache.spark.api.python.PythonUtils
+    none = jvm.scala.Option.empty()
+    delta = jvm.org.apache.spark.sql.delta
+    all_options = {**options, "replaceWhere": predicate}
+    delta_options = delta.DeltaOptions(utils.toScalaMap(all_options), jspark.sessionState().conf())
+    overwrite = jvm.org.apache.spark.sql.SaveMode.Overwrite
+    columns = utils.toSeq(list(partition_by))
+    delta_log = delta.DeltaLog.forTable(jspark, path)
+    txn = delta_log.startTransaction()
+    command = delta.commands.WriteIntoDelta(
+        delta_log, overwrite, delta_options, columns, utils.toScalaMap({}), rows._jdf, none, none, False
+    )
+    active = _active_txn(spark)
+    # As in WriteIntoDelta.run: the transaction is the thread's active one while it writes.
+    active.setActive(txn)
+    try:
+        if command.hasBeenExecuted(txn, jspark, jvm.scala.Some(delta_options)):
+            return StagedReplace(path, True, (), spark)
+        actions = command.write(txn, jspark, none, False)
+    finally:
+        active.clearActive()
+    added = tuple(
+        str(actions.apply(i).path())
+        for i in range(actions.size())
+        if actions.apply(i).getClass().getSimpleName() == "AddFile"
+    )
+    operation = delta.DeltaOperations.Write(
+        overwrite,
+        jvm.scala.Some(columns),
+        jvm.scala.Some(predicate),
+        jvm.scala.Some(options["userMetadata"]) if "userMetadata" in options else none,
+        none,
+        none,
+        jvm.scala.Some(True) if options.get("mergeSchema") == "true" else none,
+        none,
+        none,
+    )
+    return StagedReplace(path, False, added, spark, txn.readVersion() < 0, txn, actions, operation)
+
+
+def _remove_empty_folders(fs: Any, folder: Any) -> None:
+    """Delete `folder` and the folders under it, deepest first, each only while it is empty: a
+    non-recursive delete refuses a folder into which a concurrent first writer has just put a file
+    (its commit, say), so that writer loses nothing."""
+    try:
+        for status in fs.listStatus(folder):
+            if status.isDirectory():
+                _remove_empty_folders(fs, status.getPath())
+        fs.delete(folder, False)
+    except Exception:  # not empty, or already gone: leave it
+        log.debug("kept the folder %s", folder, exc_info=True)
+
+
+def _active_txn(spark: SparkSession) -> Any:
+    """Delta's companion object that holds the thread's active transaction."""
+    jvm = spark._jvm
+    assert jvm is not None
+    return getattr(getattr(jvm.org.apache.spark.sql.delta, "OptimisticTransaction$"), "MODULE$")
+
+
+def _absolute(jvm: Any, root: Any, relative: str) -> Any:
+    """The Hadoop path of an AddFile's path, which is a URI (a partition value with a space is
+    %20 there), relative to the table's root unless absolute: as Delta resolves it."""
+    child = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(relative))
+    return child if child.isAbsolute() else jvm.org.apache.hadoop.fs.Path(root, child)

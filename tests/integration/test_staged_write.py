@@ -1,0 +1,129 @@
+"""The staged replace (staged_write.py): the table's files are written in the batch's one pass
+and committed only after the gate. Until the commit no reader sees them (Spark nor delta-rs), an
+abort deletes them, a kill leaves the table as it was and the rerun lands once, a commit that loses
+to a concurrent writer is retried as a fresh write, and an older fence stages nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from eos_ingest.errors import WriteError
+from eos_ingest.planner import PlannedRange
+from eos_ingest.writer import Txn, replace_ranges, stage
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = "kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, v STRING, event_date STRING"
+APP = "eos-ingest/p/batch-{}/2026-11-26T00:00:00+00:00/table"
+
+
+def make_rows(spark, partition: int, value: str, offsets=range(50)):
+    return spark.createDataFrame(
+        [("t", partition, offset, value, "2026-11-26") for offset in offsets], SCHEMA
+    ).coalesce(1)
+
+
+def values(path: str) -> list[tuple[int, int, str]]:
+    """The table as an independent reader (delta-rs) sees it."""
+    table = DeltaTable(path).to_pyarrow_table(columns=["kafka_partition", "kafka_offset", "v"])
+    return sorted(zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True))
+
+
+def parquet_files(path: str) -> set[str]:
+    return {str(p.relative_to(path)) for p in Path(path).rglob("*.parquet")}
+
+
+def test_staged_files_are_invisible_until_the_commit_and_a_killed_attempt_leaves_the_table_as_it_was(
+    spark, tmp_path
+) -> None:
+    path = str(tmp_path / "table")
+    first = [PlannedRange("t", 0, 0, 50)]
+    replace_ranges(spark, make_rows(spark, 0, "old"), path, first, 1, txn=Txn(APP.format(1), 1))
+    before = parquet_files(path)
+    wider = [PlannedRange("t", 0, 0, 100)]  # a backfill over the first batch and 50 more offsets
+
+    staged = stage(spark, make_rows(spark, 0, "new", range(100)), path, wider, 2, txn=Txn(APP.format(2), 1))
+    assert not staged.skipped and staged.added_paths
+    assert parquet_files(path) > before  # the files are on disk ...
+    assert values(path) == [(0, o, "old") for o in range(50)]  # ... and no reader sees them
+    assert spark.read.format("delta").load(path).where("v = 'new'").count() == 0
+
+    # A kill here: neither commit nor abort. The next attempt stages and commits on its own.
+    rerun = stage(spark, make_rows(spark, 0, "new", range(100)), path, wider, 2, txn=Txn(APP.format(2), 2))
+    result = replace_ranges(spark, None, path, wider, 2, txn=Txn(APP.format(2), 2), staged=rerun)  # type: ignore[arg-type]
+    assert result.attempts == 1 and result.written_by_fence == 2
+    assert values(path) == [(0, o, "new") for o in range(100)]  # once each, old rows replaced
+    assert spark.read.format("delta").load(path).count() == 100
+
+
+def test_an_aborted_staged_replace_deletes_its_files_and_commits_nothing(spark, tmp_path) -> None:
+    path = str(tmp_path / "table")
+    ranges = [PlannedRange("t", 0, 0, 50)]
+    replace_ranges(spark, make_rows(spark, 0, "old"), path, ranges, 1)
+    before, version = parquet_files(path), DeltaTable(path).version()
+
+    staged = stage(spark, make_rows(spark, 0, "new"), path, ranges, 2)
+    assert set(staged.added_paths) <= parquet_files(path) - before
+    staged.abort()  # what a failed gate does
+
+    # Gone from disk. (Delta's row-level rewrite of the replaced file may leave an empty file that
+    # no action names, as any replaceWhere on data columns does: VACUUM's, not ours.)
+    assert not set(staged.added_paths) & parquet_files(path)
+    assert DeltaTable(path).version() == version
+    assert values(path) == [(0, o, "old") for o in range(50)]
+    with pytest.raises(RuntimeError, match="already committed or aborted"):
+        staged.commit()
+
+    # The first batch of a table: an abort leaves no folder behind either.
+    fresh = str(tmp_path / "fresh")
+    first = stage(spark, make_rows(spark, 0, "new"), fresh, ranges, 1, partition_by=["event_date"])
+    assert first.added_paths and Path(fresh, "_delta_log").is_dir()
+    first.abort()
+    assert not Path(fresh).exists()
+
+
+def test_a_staged_commit_that_loses_to_a_concurrent_writer_is_retried_as_a_fresh_write(
+    spark, tmp_path
+) -> None:
+    path = str(tmp_path / "table")
+    seed = make_rows(spark, 0, "seed", range(1)).union(make_rows(spark, 1, "seed", range(1)))
+    replace_ranges(spark, seed, path, [PlannedRange("t", 0, 0, 1), PlannedRange("t", 1, 0, 1)], 1)
+    mine = [PlannedRange("t", 0, 0, 1)]
+    rows = make_rows(spark, 0, "mine", range(1))
+
+    staged = stage(spark, rows, path, mine, 2, txn=Txn(APP.format(2), 1))
+    # Another writer commits between this batch's staging and its commit (during its gate).
+    replace_ranges(spark, make_rows(spark, 1, "other", range(1)), path, [PlannedRange("t", 1, 0, 1)], 3)
+    result = replace_ranges(
+        spark, rows, path, mine, 2, txn=Txn(APP.format(2), 1), staged=staged, backoff_s=0.1
+    )
+
+    assert result.attempts == 2  # the staged commit conflicted; the fresh write landed
+    assert values(path) == [(0, 0, "mine"), (1, 0, "other")]
+
+
+def test_an_older_fence_stages_nothing_and_the_table_keeps_the_newer_write(spark, tmp_path) -> None:
+    path = str(tmp_path / "table")
+    ranges = [PlannedRange("t", 0, 0, 50)]
+    app = APP.format(7)
+    winner = replace_ranges(spark, make_rows(spark, 0, "winner"), path, ranges, 7, txn=Txn(app, 2))
+    before = parquet_files(path)
+
+    zombie = stage(spark, make_rows(spark, 0, "zombie"), path, ranges, 7, txn=Txn(app, 1))
+    assert zombie.skipped and not zombie.added_paths and parquet_files(path) == before
+    result = replace_ranges(spark, None, path, ranges, 7, txn=Txn(app, 1), staged=zombie)  # type: ignore[arg-type]
+    assert (result.version, result.written_by_fence) == (winner.version, 2)
+    assert {v for _, _, v in values(path)} == {"winner"}
+
+
+def test_a_staged_row_outside_the_batch_ranges_fails_before_anything_is_committed(spark, tmp_path) -> None:
+    path = str(tmp_path / "table")
+    ranges = [PlannedRange("t", 0, 0, 50)]
+    replace_ranges(spark, make_rows(spark, 0, "old", range(1)), path, ranges, 1)
+
+    with pytest.raises(WriteError, match="DELTA_REPLACE_WHERE_MISMATCH"):
+        stage(spark, make_rows(spark, 0, "stray", [99]), path, ranges, 2)
+    assert values(path) == [(0, 0, "old")]
