@@ -30,9 +30,9 @@ PHASE_LINE = re.compile(
 PHASE_OF_MARKER: dict[str, str] = {
     "plan": "plan",  # the CLI's plan (and, in a catch-up, the job's plan of the next batch)
     "submit": "spark_start",  # spark-submit, JVM, session, fence, identity check
-    "read": "read",  # Kafka read, parse, count, persist
+    "read": "read",  # Kafka read, parse, persist and the table's staged files (one pass), count
     "gate": "gate",
-    "write": "write",  # the two Delta replaces
+    "write": "write",  # the table's Delta commit (files staged in read) and the quarantine replace
     "written": "check",  # identity re-check before the commit
     "commit": "commit",  # the control DB transaction
     "committed": "finish",  # after the commit: the next batch's start, or Spark stop, JVM exit, summary

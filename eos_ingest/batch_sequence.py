@@ -125,20 +125,17 @@ def execute_batch(
     # The batch's reader schema under value.schema_evolution (raises before any write under fail).
     evolution = schema_evolution.evolve(spark, kafka_rows, config)
     batch_config = evolution.config
-    # Persisted so the counts, the gate and the quarantine write read Kafka once.
-    parsed = parser.parse(kafka_rows, batch_config, batch_id, evolution.avro).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
+    parsed = parser.parse(kafka_rows, batch_config, batch_id, evolution.avro)
+    observed, observation = parser.observe_split(parsed, batch_id)
     staged = None
     try:
-        rows = parser.output_rows(parsed, batch_config)
         table_txn = _txn(config, batch, fence, "table")
         store.check_fence(batch_id, fence)  # a zombie stages nothing
-        # One Spark job reads, parses, fills the cache and writes the table's files; they are
+        # One Spark pass reads, parses, counts (observed) and writes the table's files; they are
         # committed only after the gate (staged_write.py), so no reader sees them before.
         staged = writer.stage(
             spark,
-            rows,
+            parser.output_rows(observed, batch_config),
             str(config.output_path),
             batch.ranges,
             batch_id,
@@ -146,16 +143,28 @@ def execute_batch(
             txn=table_txn,
             merge_schema=evolution.merge_schema,
         )
-        split = parser.count_split(parsed)
+        split = None if staged.skipped else parser.observed_split(observation)
+        if split is None or split.quarantined or split.unknown_fields or split.type_changed:
+            # What is still to read from the batch (its counts when Delta skipped the write,
+            # the quarantine's rows, the names of dropped fields) comes from one more pass, cached.
+            parsed.persist(StorageLevel.MEMORY_AND_DISK)
+        if split is None:
+            split = parser.count_split(parsed)
         good, bad = split.good, split.quarantined
         schema_evolution.check_parsed(parsed, split, batch_config, batch_id)
+        rows = parser.output_rows(parsed, batch_config)  # a retried write's rows
         log.info("batch %s: phase %s", batch_id, "gate")
         if recount is None:
             log.warning(
                 "batch %s: the quality gate is OFF (%s=1, for benchmarks only)", batch_id, GATE_OFF_ENV
             )
         else:  # raises QualityGateError: nothing committed, the staged files are deleted
-            quality.gate(spark, config, batch, rows, bad, recount=recount)
+            # The gate checks what the commit will publish: the staged files themselves, less the
+            # rows of other batches that Delta's row-level rewrite of a replaced file carries over.
+            checked = (
+                rows if staged.skipped else staged.read_back(rows.schema).where(f"batch_id = {batch_id}")
+            )
+            quality.gate(spark, config, batch, checked, bad, recount=recount)
         log.info("batch %s: phase %s", batch_id, "write")
         _pause_if_asked(PAUSE_BEFORE_TABLE_COMMIT_ENV)
         version = writer.replace_ranges(
@@ -171,9 +180,12 @@ def execute_batch(
             staged=staged,
         ).version
         try:  # the table holds the batch now: whatever fails next must leave it planned
+            quarantine = parser.quarantine_rows(parsed, batch_config)
+            if not bad:  # an empty replace: nothing to read from Kafka again
+                quarantine = spark.createDataFrame([], quarantine.schema)
             quarantine_version = writer.replace_ranges(
                 spark,
-                parser.quarantine_rows(parsed, batch_config),
+                quarantine,
                 str(config.quarantine_path),
                 batch.ranges,
                 batch_id,

@@ -6,12 +6,14 @@ read = written + quarantined holds by construction and is checked again before c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eos_ingest import avro_key
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, Observation
 
     from eos_ingest.avro_decode import AvroBatch
     from eos_ingest.config import PipelineConfig
@@ -32,6 +34,8 @@ RAW_KEY = "raw_key"
 # Columns parse() adds next to the payload: a payload column of the same name breaks the job, so
 # config.py refuses them (Spark names are case-insensitive).
 INTERNAL_COLUMNS = ("raw_value", RAW_KEY, _ERROR, _CORRUPT, _UNKNOWN, *avro_key.COLUMNS)
+# How long observed_split waits for the counts after the action that observed them.
+OBSERVATION_WAIT_S = 30.0
 
 
 def meta_columns(config: PipelineConfig) -> tuple[str, ...]:
@@ -198,18 +202,48 @@ class Split(NamedTuple):
     type_changed: int
 
 
-def count_split(parsed: DataFrame) -> Split:
-    """The batch's counts in one pass over the parsed frame."""
+def _split_columns() -> list[Column]:
     from pyspark.sql import functions as F
 
-    row = parsed.agg(
+    return [
         F.count(F.when(F.col(_ERROR).isNull(), 1)).alias("good"),
         F.count(F.when(F.col(_ERROR).isNotNull(), 1)).alias("bad"),
         F.count(F.when(F.col(_UNKNOWN).isNotNull(), 1)).alias("unknown"),
         F.count(F.when(F.col(_ERROR).startswith(TYPE_CHANGED), 1)).alias("changed"),
-    ).first()
-    assert row is not None  # an aggregate without grouping always yields one row
+    ]
+
+
+def _split_of(row: Any) -> Split:
     return Split(int(row["good"]), int(row["bad"]), int(row["unknown"]), int(row["changed"]))
+
+
+def count_split(parsed: DataFrame) -> Split:
+    """The batch's counts in one pass over the parsed frame."""
+    row = parsed.agg(*_split_columns()).first()
+    assert row is not None  # an aggregate without grouping always yields one row
+    return _split_of(row)
+
+
+def observe_split(parsed: DataFrame, batch_id: int) -> tuple[DataFrame, Observation]:
+    """`parsed` with the counts of count_split observed as its rows go by (Spark's observe): the
+    first action over a frame derived from it (the table's staged write) counts them in its own
+    pass. Read them with observed_split."""
+    from pyspark.sql import Observation
+
+    observation = Observation(f"eos-split-{batch_id}-{uuid.uuid4().hex}")
+    return parsed.observe(observation, *_split_columns()), observation
+
+
+def observed_split(observation: Observation, wait_s: float = OBSERVATION_WAIT_S) -> Split | None:
+    """The counts observe_split observed, or None when no action delivered them within `wait_s`
+    (they arrive on Spark's listener bus just after the action): the caller then counts anew."""
+    future = observation._jo.future() if observation._jo is not None else None
+    deadline = time.monotonic() + wait_s
+    while future is not None and not future.isCompleted() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if future is None or not future.isCompleted():
+        return None
+    return _split_of(observation.get)
 
 
 def unknown_fields(parsed: DataFrame) -> list[str]:

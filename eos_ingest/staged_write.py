@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,18 @@ class StagedReplace:
     _actions: Any = None
     _operation: Any = None
     _done: bool = False
+
+    def read_back(self, schema: StructType) -> DataFrame:
+        """The staged rows, read from the staged files (partition values from their folders, typed
+        by `schema`, the written frame's): what the commit will publish, for the gate to check.
+        They include the files of Delta's row-level rewrite of a replaced file that also held rows
+        outside the predicate (those rows, kept, are in new files too)."""
+        if not self.added_paths:
+            return self._spark.createDataFrame([], schema)
+        jvm = self._spark._jvm
+        root = jvm.org.apache.hadoop.fs.Path(self.path)
+        files = [str(_absolute(jvm, root, relative).toString()) for relative in self.added_paths]
+        return self._spark.read.schema(schema).option("basePath", self.path).parquet(*files)
 
     def commit(self) -> int | None:
         """Commit the staged actions; the new Delta version, None when skipped. Raises Delta's

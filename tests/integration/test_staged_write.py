@@ -127,3 +127,39 @@ def test_a_staged_row_outside_the_batch_ranges_fails_before_anything_is_committe
     with pytest.raises(WriteError, match="DELTA_REPLACE_WHERE_MISMATCH"):
         stage(spark, make_rows(spark, 0, "stray", [99]), path, ranges, 2)
     assert values(path) == [(0, 0, "old")]
+
+
+def test_the_counts_come_with_the_staged_pass_and_none_without_an_action(spark, tmp_path) -> None:
+    from pyspark.sql import functions as F
+
+    from eos_ingest import parser
+
+    parsed = make_rows(spark, 0, "x", range(10)).select(
+        "*",
+        F.when(F.col("kafka_offset") < 3, F.lit("not JSON")).alias(parser._ERROR),
+        F.lit(None).cast("array<string>").alias(parser._UNKNOWN),
+    )
+    observed, observation = parser.observe_split(parsed, 1)
+    rows = observed.where(F.col(parser._ERROR).isNull()).drop(parser._ERROR, parser._UNKNOWN)
+    stage(spark, rows, str(tmp_path / "table"), [PlannedRange("t", 0, 0, 10)], 1)
+
+    assert parser.observed_split(observation) == parser.Split(7, 3, 0, 0) == parser.count_split(parsed)
+    # Nothing ran over the frame (Delta skipped the write, say): None, and the caller counts.
+    _, unused = parser.observe_split(parsed, 2)
+    assert parser.observed_split(unused, wait_s=0.2) is None
+
+
+def test_read_back_holds_the_new_rows_and_the_rows_a_row_level_rewrite_keeps(spark, tmp_path) -> None:
+    """A replace of part of a file's rows rewrites the file: its kept rows (another batch's) are
+    in staged files too, so the gate keeps only its own batch's rows of what it reads back."""
+    path = str(tmp_path / "table")
+    replace_ranges(spark, make_rows(spark, 0, "old", range(20)), path, [PlannedRange("t", 0, 0, 20)], 1)
+    new = make_rows(spark, 0, "new", range(4))
+    staged = stage(spark, new, path, [PlannedRange("t", 0, 0, 4)], 2)
+
+    back = staged.read_back(new.schema)
+    assert sorted((r.kafka_offset, r.v) for r in back.collect()) == sorted(
+        [(o, "new") for o in range(4)] + [(o, "old") for o in range(4, 20)]
+    )
+    replace_ranges(spark, new, path, [PlannedRange("t", 0, 0, 4)], 2, staged=staged)
+    assert values(path) == [(0, o, "new") for o in range(4)] + [(0, o, "old") for o in range(4, 20)]
