@@ -29,8 +29,10 @@ lint: setup
 	$(VENV)/bin/mypy eos_ingest dags
 
 # The whole suite: unit, integration (real broker, Spark, Delta, SQLite, PostgreSQL) and e2e.
+# Prints the 25 slowest tests. EOS_LONG_TESTS=1 runs the long variants of tests that keep a short
+# one here (test_maintenance: 50 batches instead of 6).
 test: lint
-	$(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	$(PY) -m pytest -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest -p no:cacheprovider tests/unit $(PYTEST_ARGS)

@@ -1,12 +1,19 @@
 """The one `airflow standalone` of the e2e tests (scripts/airflow.sh), shared by the REST API tests
-(test_airflow_e2e.py) and the browser tests (test_airflow_ui_browser.py): started once, for the
-first of them that runs, and stopped after the last test of tests/e2e.
+(test_airflow_e2e.py), the browser tests (test_airflow_ui_browser.py), the SASL_SSL connection test
+(test_sasl_ssl_e2e.py) and the secret-leak test (test_no_secret_leaks_e2e.py): started once, for
+the first of them that runs, and stopped after the last test of tests/e2e. (Each start and stop
+costs about a minute and a half on 2 cores; test_airflow_cluster.py keeps an Airflow of its own, as
+its spark_default points at the standalone cluster.)
 
-It serves two pipelines, each with its own topic, tables and control DB, so neither module's
-counts depend on the other having run (or on the order they run in):
+It serves these pipelines, each with its own topic, tables and control DB, so no module's counts
+depend on another having run (or on the order they run in):
 
 * ``e2e``: driven through the REST API;
-* ``ui``: driven by a person's clicks in Chromium.
+* ``ui``: driven by a person's clicks in Chromium;
+* ``tls``: reads over the session broker's SASL_SSL listener, everything from the connection
+  kafka_tls (left out, and its test skipped, with an external EOS_TEST_BOOTSTRAP broker);
+* ``leaks``, whose Kafka sasl.password is ``${EOS_TEST_CANARY}`` (LEAKS_CANARY), and ``broken``,
+  whose control_db_url quotes that canary after a mistake (a DAG import error by design).
 
 The pipelines' YAML names no broker (its default points where nothing listens); the real one (the
 session test broker) is only in the Airflow connection kafka_default, with a canary password: so
@@ -31,9 +38,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from eos_ingest.config import PipelineConfig, load_pipeline
 from tests.e2e.airflow_api import AirflowApi
 from tests.e2e.airflow_stack import running_airflow
+from tests.fixtures.kafka import SaslSslListener
 from tests.kafka_helpers import TxProducer
 
 CANARY = f"canary-{secrets.token_hex(8)}"
+LEAKS_CANARY = f"S3CR3T-CANARY-{secrets.token_hex(6)}"  # the leaks pipeline's, from the environment
 BAD_VALUES = [b"not json", b'{"id": "abc"}', b"[1, 2]"]
 RUN_TIMEOUT_S = 900  # one batch: spark-submit, the GX gate and audit, on a busy 2-core machine
 
@@ -46,6 +55,8 @@ class Stack:
     airflow_home: Path
     ui_config: PipelineConfig  # pipeline ui, the browser tests' own
     ui_topic: str
+    root: Path  # everything the stack wrote: Airflow's home, task logs, GX results, tables, DBs
+    tls: dict[str, str] | None  # pipeline tls: its kafka_tls connection's settings (None: no listener)
 
 
 def rows(start: int, count: int) -> list[dict]:
@@ -86,12 +97,23 @@ def _pipeline_doc(name: str, topic: str, root: Path, **extra: object) -> dict:
     }
 
 
+def _sasl_ssl(request: pytest.FixtureRequest) -> SaslSslListener | None:
+    """The session broker's SASL_SSL listener; None with an external broker (the tls test skips)."""
+    try:
+        return request.getfixturevalue("kafka_sasl_ssl")
+    except pytest.skip.Exception:
+        return None
+
+
 # Package scope: stopped after the last e2e test, not left running through the rest of the suite.
 @pytest.fixture(scope="package")
-def stack(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str) -> Iterator[Stack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str, request: pytest.FixtureRequest
+) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("airflow-e2e")
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     topic, ui_topic = _topic(admin, "e2e_events", 3), _topic(admin, "ui_events", 2)
+    tls_topic, leaks_topic = _topic(admin, "tls", 2), _topic(admin, "leaks", 2)
     # Every partition gets records (the default partitioner may leave one empty), so the backfill
     # has a non-empty committed range in each.
     _produce(
@@ -101,22 +123,43 @@ def stack(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str) -> Ite
         [(rows(0, 30), True), (rows(1000, 20), False), (rows(30, 30), True), (BAD_VALUES, True)],
     )
     _produce(kafka_bootstrap, ui_topic, 2, [(rows(0, 20), True), (BAD_VALUES[:2], True)])
+    TxProducer(kafka_bootstrap).transaction(tls_topic, [{"id": i} for i in range(20)], commit=True)
+    TxProducer(kafka_bootstrap).transaction(leaks_topic, [{"id": i} for i in range(20)], commit=True)
     pipelines = root / "pipelines"
     pipelines.mkdir()
     # About 33 offsets per partition: the first run, with until_caught_up, takes 3 batches.
     e2e = _pipeline_doc("e2e", topic, root, max_records_per_partition=15)
     (pipelines / "e2e.yaml").write_text(yaml.safe_dump(e2e))
     (pipelines / "ui.yaml").write_text(yaml.safe_dump(_pipeline_doc("ui", ui_topic, root)))
+    leaks = _pipeline_doc(
+        "leaks", leaks_topic, root, value={"format": "json", "schema": "id BIGINT"}, kafka_conn_id=None,
+        kafka={"bootstrap.servers": kafka_bootstrap, "sasl.username": "svc",
+               "sasl.password": "${EOS_TEST_CANARY}"},
+    )  # fmt: skip
+    (pipelines / "leaks.yaml").write_text(yaml.safe_dump(leaks))
+    broken = {**leaks, "name": "broken", "control_db_url": "mysql://eos:${EOS_TEST_CANARY}@db/eos"}
+    (pipelines / "broken.yaml").write_text(yaml.safe_dump(broken))
     conn = {"bootstrap.servers": kafka_bootstrap, "sasl.username": "e2e", "sasl.password": CANARY}
     env = {
         # The YAML's default broker points where nothing listens: the connection must win.
         "EOS_KAFKA_BOOTSTRAP": "127.0.0.1:9",
         "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "kafka", "extra": conn}),
+        "EOS_TEST_CANARY": LEAKS_CANARY,
     }
+    listener = _sasl_ssl(request)
+    tls = None
+    if listener is not None:
+        tls = listener.settings("eos-umlaut")  # a password with ä, ö, a quote and a backslash
+        doc = _pipeline_doc("tls", tls_topic, root, value={"format": "json", "schema": "id BIGINT"},
+                            kafka_conn_id="kafka_tls")  # fmt: skip
+        (pipelines / "tls.yaml").write_text(yaml.safe_dump(doc))
+        env["AIRFLOW_CONN_KAFKA_TLS"] = json.dumps({"conn_type": "kafka", "extra": tls})
 
     def as_airflow_sees_it(name: str) -> PipelineConfig:
         config = load_pipeline(pipelines / f"{name}.yaml")
         return dataclasses.replace(config, kafka={**config.kafka, "bootstrap.servers": kafka_bootstrap})
 
     with running_airflow(root, pipelines, env) as (api, airflow_home):
-        yield Stack(api, as_airflow_sees_it("e2e"), topic, airflow_home, as_airflow_sees_it("ui"), ui_topic)
+        yield Stack(
+            api, as_airflow_sees_it("e2e"), topic, airflow_home, as_airflow_sees_it("ui"), ui_topic, root, tls
+        )

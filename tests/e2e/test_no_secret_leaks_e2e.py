@@ -1,11 +1,12 @@
 """A real Airflow run shows no secret that a pipeline file takes from the environment.
 
-`airflow standalone` (scripts/airflow.sh) runs the ingest DAG of `leaks.yaml`, whose Kafka
-`sasl.password` is `${EOS_TEST_CANARY}` (the test broker is PLAINTEXT: the SASL settings reach the
-Spark job's options but are not used), beside `broken.yaml`, whose control_db_url quotes the canary
-after a mistake. Then the canary must be in none of: the files under the run's folder (task logs,
-the GX results and Data Docs, the control DB, Airflow's own files), the task logs and rendered
-fields through the REST API, the XComs, the DAG import errors, and the Ingestion page and its JSON.
+The e2e package's one `airflow standalone` (tests/e2e/conftest.py) runs the ingest DAG of
+`leaks.yaml`, whose Kafka `sasl.password` is `${EOS_TEST_CANARY}` (the test broker is PLAINTEXT:
+the SASL settings reach the Spark job's options but are not used), beside `broken.yaml`, whose
+control_db_url quotes the canary after a mistake. Then the canary must be in none of: the files
+under the stack's folder (every pipeline's task logs, the GX results and Data Docs, the control
+DBs, Airflow's own files), the task logs and rendered fields through the REST API, the XComs, the
+DAG import errors, and the Ingestion page and its JSON.
 
 tests/e2e/test_airflow_e2e.py checks a canary of the Airflow connection the same way.
 """
@@ -13,62 +14,16 @@ tests/e2e/test_airflow_e2e.py checks a canary of the Airflow connection the same
 from __future__ import annotations
 
 import json
-import secrets
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
-import yaml
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.e2e.airflow_api import AirflowApi
-from tests.e2e.airflow_stack import running_airflow
-from tests.kafka_helpers import TxProducer
+from tests.e2e.conftest import LEAKS_CANARY as CANARY
+from tests.e2e.conftest import RUN_TIMEOUT_S, Stack
 
 pytestmark = pytest.mark.e2e
 
-CANARY = f"S3CR3T-CANARY-{secrets.token_hex(6)}"
-RUN_TIMEOUT_S = 900
 DAG = "eos_ingest__leaks"
-
-
-@dataclass
-class Stack:
-    api: AirflowApi
-    root: Path
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str) -> Iterator[Stack]:
-    root = tmp_path_factory.mktemp("airflow-leaks")
-    topic = f"leaks_{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(timeout=60)
-    producer = TxProducer(kafka_bootstrap)
-    producer.begin()
-    producer.send(topic, [{"id": i} for i in range(20)])
-    producer.commit()
-    pipelines = root / "pipelines"
-    pipelines.mkdir()
-    leaks = {
-        "name": "leaks",
-        "topics": [topic],
-        "kafka": {"bootstrap.servers": kafka_bootstrap, "sasl.username": "svc",
-                  "sasl.password": "${EOS_TEST_CANARY}"},
-        "kafka_conn_id": None,
-        "value": {"format": "json", "schema": "id BIGINT"},
-        "output": {"path": str(root / "tables" / "leaks")},
-        "control_db_url": f"sqlite:///{root / 'control.db'}",
-        "schedule": None,
-    }  # fmt: skip
-    (pipelines / "leaks.yaml").write_text(yaml.safe_dump(leaks))
-    broken = {**leaks, "name": "broken", "control_db_url": "mysql://eos:${EOS_TEST_CANARY}@db/eos"}
-    (pipelines / "broken.yaml").write_text(yaml.safe_dump(broken))
-    with running_airflow(root, pipelines, {"EOS_TEST_CANARY": CANARY}) as (api, _):
-        yield Stack(api, root)
 
 
 def test_a_dag_run_and_the_ui_show_no_secret_from_the_pipeline_file(stack: Stack) -> None:
