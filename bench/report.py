@@ -30,7 +30,7 @@ PHASE_LINE = re.compile(
 PHASE_OF_MARKER: dict[str, str] = {
     "plan": "plan",  # the CLI's plan (and, in a catch-up, the job's plan of the next batch)
     "submit": "spark_start",  # spark-submit, JVM, session, fence, identity check
-    "read": "read",  # Kafka read, parse, persist and the table's staged files (one pass), count
+    "read": "read",  # one pass: Kafka read, parse, counts, the table's staged files
     "gate": "gate",
     "write": "write",  # the table's Delta commit (files staged in read) and the quarantine replace
     "written": "check",  # identity re-check before the commit

@@ -408,8 +408,8 @@ JVM; local mode has no other) and of the Python processes (CLI, pyspark driver);
 is all of airflow standalone. The phases of (d), (e) and (h) come from the log lines
 `batch N: phase X` (job) and `phase plan` / `phase submit` (CLI, `EOS_LOG_LEVEL=INFO`), stamped on
 arrival: `start` (process start to the first line), `plan`, `spark_start` (spark-submit to the
-read: JVM, session, fence), `read` (read, parse, persist and the
-table's staged files in one pass, count), `gate`, `write` (the table's commit, the quarantine
+read: JVM, session, fence), `read` (read, parse, counts and the
+table's staged files: one pass), `gate`, `write` (the table's commit, the quarantine
 replace), `check`, `commit`, `finish` (after the commit: Spark stop, JVM exit, summary); a
 catch-up sums them over its batches. Ratios are throughput ratios (records/s over records/s).
 Every run checks its count: the Delta log's output rows for (b) and (c), the batch summary for
