@@ -103,6 +103,7 @@ def test_kill_9_between_delta_write_and_commit_then_rerun_leaves_exactly_one_cop
     assert report.ok and report.expected == 300, report.to_dict()
 
 
+@pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)  # Delta's side; the DB's: above
 def test_kill_9_after_the_gate_with_the_table_files_staged_leaves_no_table_and_the_rerun_writes_once(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
 ) -> None:
