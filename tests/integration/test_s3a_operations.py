@@ -119,7 +119,9 @@ def test_run_verify_the_gate_the_audit_maintenance_and_the_ingestion_page_work_o
     table = delta_rs_table(str(config.output_path))
     assert table is not None
     files_before, rows_before = len(table.file_uris()), identities(str(config.output_path), topic)
-    assert files_before > 2 and sum(rows_before.values()) == 80, (files_before, rows_before)
+    # One file per batch at least (a batch is now written in its one pass over the topic's
+    # partition): OPTIMIZE has two or more to compact.
+    assert files_before >= 2 and sum(rows_before.values()) == 80, (files_before, rows_before)
 
     maintain = cli("maintain", "--config", str(config.source), "--retention-hours", "0", env=env)
     assert maintain.returncode == 0, maintain.stdout[-2000:] + maintain.stderr[-4000:]
