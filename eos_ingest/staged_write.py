@@ -3,8 +3,8 @@ made only after the quality gate.
 
 Why: writing after the gate used to mean two heavy Spark jobs per batch (read + parse + cache +
 count, then the write from the cache), each paying the JVM's warm-up in a cold job. Staged, the
-read, the parse, the cache and the table's Parquet files are one job; the counts and the gate then
-read the cache, and the commit is a small step after the gate. Nothing changes for a reader of the
+read, the parse, the counts (observed) and the table's Parquet files are one job; the gate then
+reads the staged files back, and the commit is a small step after it. Nothing changes for a reader of the
 table: staged files are not in the Delta log until the commit, so until then no reader sees them,
 and a batch that fails its gate (or dies) leaves only unreferenced files, which the abort deletes
 (or VACUUM removes after its retention).
@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
-
-_DELTA = "org.apache.spark.sql.delta"
 
 
 @dataclass
