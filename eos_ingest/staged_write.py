@@ -55,7 +55,9 @@ class StagedReplace:
         They include the files of Delta's row-level rewrite of a replaced file that also held rows
         outside the predicate (those rows, kept, are in new files too)."""
         if not self.added_paths:
-            return self._spark.createDataFrame([], schema)
+            return self._spark.createDataFrame(
+                self._spark.sparkContext.emptyRDD(), schema
+            )  # no Python worker
         jvm = self._spark._jvm
         root = jvm.org.apache.hadoop.fs.Path(self.path)
         files = [str(_absolute(jvm, root, relative).toString()) for relative in self.added_paths]

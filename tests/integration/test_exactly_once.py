@@ -6,10 +6,12 @@ import pytest
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import NewPartitions
 
+from eos_ingest import parser
 from eos_ingest.cli import main as cli_main
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import OffsetsLostError, TopicRecreatedError
-from eos_ingest.planner import TopicPartition
+from eos_ingest.planner import PlannedRange, TopicPartition
+from eos_ingest.reader import read_ranges
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer
 
@@ -233,3 +235,36 @@ def test_malformed_values_go_to_quarantine_with_their_identity(
     assert [r.kafka_offset for r in quarantine] == [6, 7, 8, 9]
     assert "not valid JSON" in quarantine[0].error and "schema" in quarantine[1].error
     assert verify_pipeline(spark, config).ok
+
+
+def test_a_batch_with_nothing_to_quarantine_clears_its_ranges_in_the_quarantine_table(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
+) -> None:
+    """An earlier attempt (under a schema that refused these values) left quarantine rows in the
+    batch's ranges: the batch, whose values all parse now, replaces them with nothing (an empty
+    replace that reads nothing from Kafka again), and a row outside its ranges stays."""
+    topic = make_topic(partitions=1)
+    TxProducer(kafka_bootstrap).transaction(topic, rows(0, 5), commit=True, partition=0)
+    config = make_pipeline([topic], control_db_url)
+    stale = spark.createDataFrame(
+        [
+            (topic, 0, offset, None, None, 1, b"{}", "value does not match the declared schema")
+            for offset in (0, 4, 100)
+        ],
+        "kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, kafka_timestamp TIMESTAMP, "
+        "kafka_key BINARY, batch_id BIGINT, raw_value BINARY, error STRING",
+    )
+    stale.write.format("delta").save(str(config.quarantine_path))
+
+    result = ingest_once(spark, config)
+
+    assert result is not None
+    assert (result.records_written, result.records_quarantined) == (5, 0)
+    left = spark.read.format("delta").load(str(config.quarantine_path)).collect()
+    assert [r.kafka_offset for r in left] == [100]
+    assert output_ids(spark, config) == [0, 1, 2, 3, 4]
+    # The empty replace's frame: Spark plans limit(0) as an empty relation, Kafka is not read.
+    kafka_rows = read_ranges(spark, config.kafka_settings, [PlannedRange(topic, 0, 0, 6)])
+    empty = parser.quarantine_rows(parser.parse(kafka_rows, config, 1), config).limit(0)
+    plan = empty._jdf.queryExecution().optimizedPlan().toString()
+    assert "LocalRelation" in plan and "Kafka" not in plan
