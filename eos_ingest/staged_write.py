@@ -55,9 +55,8 @@ class StagedReplace:
         They include the files of Delta's row-level rewrite of a replaced file that also held rows
         outside the predicate (those rows, kept, are in new files too)."""
         if not self.added_paths:
-            return self._spark.createDataFrame(
-                self._spark.sparkContext.emptyRDD(), schema
-            )  # no Python worker
+            empty = self._spark.sparkContext.emptyRDD()  # a JVM RDD: no Python worker starts
+            return self._spark.createDataFrame(empty, schema)
         jvm = self._spark._jvm
         root = jvm.org.apache.hadoop.fs.Path(self.path)
         files = [str(_absolute(jvm, root, relative).toString()) for relative in self.added_paths]

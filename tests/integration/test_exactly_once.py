@@ -242,14 +242,15 @@ def test_a_batch_with_nothing_to_quarantine_clears_its_ranges_in_the_quarantine_
 ) -> None:
     """An earlier attempt (under a schema that refused these values) left quarantine rows in the
     batch's ranges: the batch, whose values all parse now, replaces them with nothing (an empty
-    replace that reads nothing from Kafka again), and a row outside its ranges stays."""
+    replace that reads nothing from Kafka again), and a row outside its ranges (another topic's)
+    stays; verify's read_committed rescan then finds each record exactly once."""
     topic = make_topic(partitions=1)
     TxProducer(kafka_bootstrap).transaction(topic, rows(0, 5), commit=True, partition=0)
     config = make_pipeline([topic], control_db_url)
     stale = spark.createDataFrame(
         [
-            (topic, 0, offset, None, None, 1, b"{}", "value does not match the declared schema")
-            for offset in (0, 4, 100)
+            (name, 0, offset, None, None, 1, b"{}", "value does not match the declared schema")
+            for name, offset in ((topic, 0), (topic, 4), (f"{topic}-other", 0))
         ],
         "kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, kafka_timestamp TIMESTAMP, "
         "kafka_key BINARY, batch_id BIGINT, raw_value BINARY, error STRING",
@@ -261,8 +262,9 @@ def test_a_batch_with_nothing_to_quarantine_clears_its_ranges_in_the_quarantine_
     assert result is not None
     assert (result.records_written, result.records_quarantined) == (5, 0)
     left = spark.read.format("delta").load(str(config.quarantine_path)).collect()
-    assert [r.kafka_offset for r in left] == [100]
+    assert [(r.kafka_topic, r.kafka_offset) for r in left] == [(f"{topic}-other", 0)]
     assert output_ids(spark, config) == [0, 1, 2, 3, 4]
+    assert verify_pipeline(spark, config).ok
     # The empty replace's frame: Spark plans limit(0) as an empty relation, Kafka is not read.
     kafka_rows = read_ranges(spark, config.kafka_settings, [PlannedRange(topic, 0, 0, 6)])
     empty = parser.quarantine_rows(parser.parse(kafka_rows, config, 1), config).limit(0)
