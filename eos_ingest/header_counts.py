@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import kafka.errors as kafka_errors
-from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 from kafka.protocol.consumer import FetchRequest
 from kafka.record import MemoryRecords
 from kafka.structs import TopicPartition
 
 from eos_ingest.errors import KafkaAccessError
+from eos_ingest.kafka_python_net import ConnectionManager
 
 Spans = Mapping[tuple[str, int], Sequence[tuple[int, int]]]
 
@@ -160,7 +160,7 @@ def count_from_headers(
     # _FETCH_BYTES, plus one larger first batch (the broker's message.max.bytes, 1 MiB by default).
     config = {"receive_message_max_bytes": _FETCH_BYTES + (8 << 20), **config}
     net = NetworkSelector(**config)
-    manager = KafkaConnectionManager(net, **config)
+    manager = ConnectionManager(net, **config)
     watch = _RefusalWatch()
     _KAFKA_LOG.addHandler(watch)
     try:
@@ -174,7 +174,7 @@ def count_from_headers(
 
 @dataclass
 class _Fetching:
-    manager: KafkaConnectionManager
+    manager: ConnectionManager
     watch: _RefusalWatch
     counts: dict[tuple[str, int], int]
     todo: dict[tuple[str, int], deque[tuple[int, int]]]

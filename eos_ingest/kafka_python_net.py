@@ -1,0 +1,53 @@
+"""kafka-python connections that keep the last bytes a broker sent before it closed.
+
+kafka-python 3.0's transports read a socket until it would block; when that read also meets the
+peer's close, they report the close and drop the bytes read with it. A broker that refuses a SASL
+login answers with the error and closes the connection right after (after
+connection.failed.authentication.delay.ms, 100 ms by default): on a busy machine both arrive in
+one read, the refusal is lost, and the client retries a wrong password until its deadline, then
+reports "no answer" instead of "refused" (seen in CI, and reproduced on a loaded machine).
+
+These transports hand the bytes to the protocol first and report the close on the next read, which
+comes at once: a closed socket is always readable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.net.manager import KafkaConnectionManager
+from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport
+
+
+class _ClosesAfterTheLastBytes:
+    _close_seen: Exception | None = None
+
+    def _sock_recv(self) -> tuple[bytes, Exception | None]:
+        if self._close_seen is not None:
+            return b"", self._close_seen
+        data, error = super()._sock_recv()  # type: ignore[misc]
+        if error is not None and data:
+            self._close_seen = error
+            return data, None
+        return data, error
+
+
+class _TCPTransport(_ClosesAfterTheLastBytes, KafkaTCPTransport):
+    pass
+
+
+class _SSLTransport(_ClosesAfterTheLastBytes, KafkaSSLTransport):
+    pass
+
+
+_KEEPING = {KafkaTCPTransport: _TCPTransport, KafkaSSLTransport: _SSLTransport}
+
+
+class ConnectionManager(KafkaConnectionManager):
+    """kafka-python's connection manager with the transports above."""
+
+    async def _build_transport(self, node: Any, timeout_at: float | None = None) -> Any:
+        transport = await super()._build_transport(node, timeout_at=timeout_at)
+        # Built and TLS-handshaken by kafka-python, not yet reading: only its reads change.
+        transport.__class__ = _KEEPING.get(type(transport), type(transport))
+        return transport
