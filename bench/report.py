@@ -77,6 +77,19 @@ def phase_seconds(lines: Iterable[tuple[float, str]], end: float) -> dict[str, f
     return {k: round(v, 2) for k, v in seconds.items()}
 
 
+def seconds_per_batch(lines: Iterable[tuple[float, str]], end: float, phase: str) -> list[float]:
+    """Seconds of `phase` in each batch of one process, in order (a catch-up's first batch pays
+    the cold JVM's warm-up, which phase_seconds' sum hides)."""
+    markers = phase_markers(lines)
+    if not markers:
+        return []
+    return [
+        round(max(0.0, following - at), 2)
+        for (at, marker), (following, _) in zip(markers, [*markers[1:], (end, "")], strict=True)
+        if PHASE_OF_MARKER[marker] == phase
+    ]
+
+
 def median_of(values: Iterable[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return round(statistics.median(present), 2) if present else None

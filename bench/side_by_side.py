@@ -187,7 +187,8 @@ class Bench:
             raise RuntimeError(f"({key}) not every batch committed: {batches}")
         records = sum(b["records_read"] for b in batches)
         phases = report.phase_seconds(m.lines, m.seconds)
-        self.record(key, m, records, phases=phases, batches=len(batches))
+        per_batch = {"read_per_batch": report.seconds_per_batch(m.lines, m.seconds, "read")}
+        self.record(key, m, records, phases=phases, batches=len(batches), **per_batch)
         if key == "d":
             self.d_configs[n] = (config, batches[0]["batch_id"])
 

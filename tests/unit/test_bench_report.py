@@ -59,6 +59,13 @@ def test_phase_seconds_from_log_lines(lines, end, expected):
     assert report.phase_seconds(lines, end) == pytest.approx(expected)
 
 
+def test_seconds_per_batch_keeps_each_batch_of_a_catch_up_apart():
+    # Read: 17.0 s in batch 1 (ONE_BATCH), 7.5 s in batch 2; summed, phase_seconds says 24.5.
+    assert report.seconds_per_batch(CATCH_UP, 70.0, "read") == [17.0, 7.5]
+    assert report.seconds_per_batch(ONE_BATCH, 55.0, "gate") == [10.0]
+    assert report.seconds_per_batch([(0.5, "no phase line")], 9.0, "read") == []
+
+
 @pytest.mark.parametrize(
     ("text", "marker"),
     [
