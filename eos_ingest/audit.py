@@ -18,20 +18,17 @@ import logging
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from eos_ingest.config import PipelineConfig
 from eos_ingest.control_store import Batch, BatchStatus, ControlStore
 from eos_ingest.errors import BatchStateError
 from eos_ingest.gx_context import validate
 from eos_ingest.object_storage import TableLocation, delta_rs_table
-from eos_ingest.parser import IDENTITY_COLUMNS
 from eos_ingest.quality import committed_record_count
 from eos_ingest.quality_report import build_report, record_report
 from eos_ingest.quality_suite import arrow_frame, validated_columns
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     import pyarrow.dataset as pads
     from deltalake import DeltaTable
     from pyarrow import Table
@@ -57,58 +54,26 @@ def batch_filter(batch: Batch) -> pads.Expression:
     return wanted
 
 
-def candidate_files(delta: DeltaTable, batch: Batch) -> set[str] | None:
-    """Paths of the table's files whose Delta statistics may hold a row of batch_filter(batch);
-    None when the log has no statistics for the identity columns and batch_id (then every file
-    is read).
-
-    Arrow's own filter also skips files by the statistics delta-rs attaches to each fragment,
-    but it simplifies the whole filter against every fragment: with 600 files (100 batches)
-    that cost 0.2 s, while these vectorised comparisons over the log's add actions cost 3 ms.
-    A missing statistic keeps the file."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    actions = pa.table(delta.get_add_actions(flatten=True))
-    stat = {n: actions.column(n) for n in actions.column_names if n.startswith(("min.", "max."))}
-    if any(f"{side}.{c}" not in stat for side in ("min", "max") for c in (*IDENTITY_COLUMNS, "batch_id")):
-        return None
-
-    def within(column: str, low: object, high: object) -> pa.ChunkedArray:
-        # Some value of the file's [min, max] lies in [low, high].
-        return pc.and_kleene(
-            pc.less_equal(stat[f"min.{column}"], high), pc.greater_equal(stat[f"max.{column}"], low)
-        )
-
-    keep = pc.fill_null(within("batch_id", batch.batch_id, batch.batch_id), True)
+def pruning_predicate(batch: Batch) -> str:
+    """batch_filter(batch) as the SQL predicate delta-rs prunes files with: it keeps only the files
+    whose Delta statistics may hold a matching row (a superset: a file without statistics for a
+    column it names is kept), so the audit's cost follows the batch, not the table. Building the
+    dataset of every file cost 65 ms with 600 files (100 batches), this one 5 ms."""
+    wanted = [f"batch_id = {int(batch.batch_id)}"]
     for r in batch.ranges:
         if r.end <= r.start:
             continue
-        hit = pc.and_kleene(
-            pc.and_kleene(
-                within("kafka_topic", r.topic, r.topic), within("kafka_partition", r.partition, r.partition)
-            ),
-            within("kafka_offset", r.start, r.end - 1),
+        topic = r.topic.replace("'", "''")
+        wanted.append(
+            f"(kafka_topic = '{topic}' AND kafka_partition = {int(r.partition)} "
+            f"AND kafka_offset >= {int(r.start)} AND kafka_offset < {int(r.end)})"
         )
-        keep = pc.or_(keep, pc.fill_null(hit, True))
-    return set(pc.filter(actions.column("path"), keep).to_pylist())
+    return " OR ".join(wanted)
 
 
-def _batch_files(delta: DeltaTable, batch: Batch) -> pads.Dataset:
+def batch_files(delta: DeltaTable, batch: Batch) -> pads.Dataset:
     """The table as an Arrow dataset of only the files that may hold the batch's rows."""
-    import pyarrow.dataset as pads
-
-    dataset = delta.to_pyarrow_dataset()
-    paths = candidate_files(delta, batch)
-    if paths is None:
-        return dataset
-    # delta-rs 1.6 lists add actions with partition values encoded once more than the
-    # dataset's paths ("%2520" for "%20"): match either spelling.
-    spelled = paths | {unquote(p) for p in paths}
-    fragments = [f for f in dataset.get_fragments() if f.path in spelled]
-    if len(fragments) != len(paths):
-        return dataset  # a path spelled some other way: read every file rather than miss one
-    return pads.FileSystemDataset(fragments, dataset.schema, dataset.format, dataset.filesystem)
+    return delta.to_pyarrow_dataset(file_pruning_predicate=pruning_predicate(batch))
 
 
 def committed_rows(path: TableLocation, batch: Batch, columns: Sequence[str] | None = None) -> Table | None:
@@ -119,7 +84,7 @@ def committed_rows(path: TableLocation, batch: Batch, columns: Sequence[str] | N
 
 
 def _batch_rows(delta: DeltaTable, batch: Batch, columns: Sequence[str] | None) -> Table:
-    return _batch_files(delta, batch).to_table(
+    return batch_files(delta, batch).to_table(
         columns=list(columns) if columns is not None else None, filter=batch_filter(batch)
     )
 
@@ -128,7 +93,7 @@ def _committed_count(path: TableLocation, batch: Batch) -> int:
     delta = delta_rs_table(path)
     if delta is None:
         return 0
-    return int(_batch_files(delta, batch).count_rows(filter=batch_filter(batch)))
+    return int(batch_files(delta, batch).count_rows(filter=batch_filter(batch)))
 
 
 def _committed_batch(config: PipelineConfig, batch_id: int) -> Batch:
