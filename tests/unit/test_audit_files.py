@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from eos_ingest.audit import batch_filter, batch_files, committed_rows
+from eos_ingest.audit import batch_files, batch_filter, committed_rows
 from eos_ingest.control_queries import Batch
 from eos_ingest.control_schema import BatchKind, BatchStatus
 from eos_ingest.planner import PlannedRange
