@@ -29,6 +29,7 @@ from eos_ingest.quality_report import build_report, record_report
 from eos_ingest.quality_suite import arrow_frame, validated_columns
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import pyarrow.dataset as pads
     from deltalake import DeltaTable
     from pyarrow import Table
@@ -54,8 +55,57 @@ def batch_filter(batch: Batch) -> pads.Expression:
     return wanted
 
 
+def rows_filter(batch: Batch) -> pads.Expression:
+    """A superset of the batch's rows as an Arrow filter: its id, or a topic of its ranges (Parquet
+    statistics still skip other row groups). in_batch() then keeps the batch's rows exactly."""
+    import pyarrow.dataset as pads
+
+    wanted = pads.field("batch_id") == batch.batch_id
+    topics = sorted({r.topic for r in batch.ranges if r.end > r.start})
+    return wanted | pads.field("kafka_topic").isin(topics) if topics else wanted
+
+
+_KEYS = ("kafka_topic", "kafka_partition")
+
+
+def in_batch(rows: pa.Table, batch: Batch) -> pa.ChunkedArray:
+    """Per row (identity columns and batch_id), whether it is the batch's: inside one of its
+    ranges, or carrying its id outside them (which the range expectation then reports).
+
+    One hash join of the rows with the ranges on (topic, partition): an Arrow filter with a clause
+    per range compared every row with every range, 2.3 s for 960,000 rows over 600 partitions."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    spans = [r for r in batch.ranges if r.end > r.start]
+    keyed = pa.table(
+        {
+            **{k: rows[k] for k in (*_KEYS, "kafka_offset")},
+            "_row": pa.array(np.arange(rows.num_rows, dtype=np.int64)),
+        }
+    )
+    ranges = pa.table(
+        {
+            "kafka_topic": pa.array([r.topic for r in spans], rows.schema.field("kafka_topic").type),
+            "kafka_partition": pa.array(
+                [r.partition for r in spans], rows.schema.field("kafka_partition").type
+            ),
+            "_start": pa.array([r.start for r in spans], pa.int64()),
+            "_end": pa.array([r.end for r in spans], pa.int64()),
+        }
+    )
+    offset = pc.field("kafka_offset")
+    hits = keyed.join(ranges, keys=list(_KEYS), join_type="inner").filter(
+        (offset >= pc.field("_start")) & (offset < pc.field("_end"))
+    )
+    inside = pc.is_in(keyed["_row"], value_set=hits["_row"].combine_chunks())
+    own = pc.fill_null(pc.equal(rows["batch_id"], batch.batch_id), False)
+    return pc.or_(inside, own)
+
+
 def pruning_predicate(batch: Batch) -> str:
-    """batch_filter(batch) as the SQL predicate delta-rs prunes files with: it keeps only the files
+    """The batch's rows (in_batch) as the SQL predicate delta-rs prunes files with: it keeps only the files
     whose Delta statistics may hold a matching row (a superset: a file without statistics for a
     column it names is kept), so the audit's cost follows the batch, not the table. Building the
     dataset of every file cost 65 ms with 600 files (100 batches), this one 5 ms."""
@@ -83,17 +133,25 @@ def committed_rows(path: TableLocation, batch: Batch, columns: Sequence[str] | N
     return None if delta is None else _batch_rows(delta, batch, columns)
 
 
+# Up to this many ranges, batch_filter keeps the batch's rows: it compares every row with every
+# range (960,000 rows: 0.05 s in 6 ranges, 0.16 s in 40, 2.3 s in 600). Above it, rows_filter and
+# in_batch's hash join do (0.15-0.28 s in 6-40 ranges, 0.34-0.49 s in 600). A busy machine's figures.
+FILTER_MAX_RANGES = 40
+
+
 def _batch_rows(delta: DeltaTable, batch: Batch, columns: Sequence[str] | None) -> Table:
-    return batch_files(delta, batch).to_table(
-        columns=list(columns) if columns is not None else None, filter=batch_filter(batch)
-    )
+    files = batch_files(delta, batch)
+    if sum(1 for r in batch.ranges if r.end > r.start) <= FILTER_MAX_RANGES:
+        return files.to_table(columns=None if columns is None else list(columns), filter=batch_filter(batch))
+    wanted = None if columns is None else list(dict.fromkeys([*columns, *_KEYS, "kafka_offset", "batch_id"]))
+    rows = files.to_table(columns=wanted, filter=rows_filter(batch))
+    rows = rows.filter(in_batch(rows, batch))
+    return rows if columns is None else rows.select(list(columns))
 
 
 def _committed_count(path: TableLocation, batch: Batch) -> int:
     delta = delta_rs_table(path)
-    if delta is None:
-        return 0
-    return int(batch_files(delta, batch).count_rows(filter=batch_filter(batch)))
+    return 0 if delta is None else _batch_rows(delta, batch, ["batch_id"]).num_rows
 
 
 def _committed_batch(config: PipelineConfig, batch_id: int) -> Batch:
