@@ -50,7 +50,8 @@ def _render_table_growth(doc: dict[str, Any]) -> list[str]:
         f"`results/table_growth.jsonl` of {doc['date']} (commit {doc['commit']}; load average "
         f"{doc['load_before'][0]:.1f} before): batches of {params['batch_records']:,} records over "
         f"{params['partitions']} partitions, medians of {params['runs']}, in one Spark session. "
-        "Target: flat, <= 1.2x from 1 to 100 batches in the table.",
+        "Target: flat, <= 1.2x from 1 to 100 batches in the table."
+        + (f" Note: {doc['note']}." if doc.get("note") else ""),
         "",
         "| seconds, with N batches in the table | "
         + " | ".join(f"N={m}" for m in marks)
