@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from eos_ingest import gx_context
-from eos_ingest.config import PipelineConfig, load_pipeline
+from eos_ingest.config import PipelineConfig
 from eos_ingest.errors import ConfigError, GxLockTimeoutError
-from eos_ingest.planner import PlannedRange
+from tests.gx_helpers import frame, pipeline
 
 SLOW_S = 3.0  # each validation's computation is made to take this long
 
@@ -30,29 +29,6 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("EOS_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.delenv("EOS_GX_LOCK_TIMEOUT_S", raising=False)
     return tmp_path / "state"
-
-
-def pipeline(folder: Path, name: str) -> PipelineConfig:
-    folder.mkdir(parents=True, exist_ok=True)
-    doc = {"name": name, "topics": ["orders"], "value": {"format": "json", "schema": "id BIGINT"}}
-    (folder / f"{name}.yaml").write_text(yaml.safe_dump(doc))
-    return load_pipeline(folder / f"{name}.yaml")
-
-
-def frame(rows: int = 3) -> Any:
-    import pyarrow as pa
-
-    from eos_ingest.quality_suite import arrow_frame
-
-    table = pa.table(
-        {
-            "kafka_topic": ["orders"] * rows,
-            "kafka_partition": [0] * rows,
-            "kafka_offset": list(range(rows)),
-            "id": list(range(rows)),
-        }
-    )
-    return arrow_frame(table, [PlannedRange("orders", 0, 0, rows)])
 
 
 def hold_lock(root: Path, seconds: float) -> subprocess.Popen[str]:

@@ -9,40 +9,16 @@ from typing import Any
 
 import jinja2
 import pytest
-import yaml
 
 from eos_ingest import gx_context
-from eos_ingest.config import PipelineConfig, load_pipeline
-from eos_ingest.planner import PlannedRange
+from eos_ingest.config import PipelineConfig
+from tests.gx_helpers import frame, pipeline
 
 
 @pytest.fixture(autouse=True)
 def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("EOS_STATE_DIR", str(tmp_path / "state"))
     return tmp_path / "state"
-
-
-def pipeline(folder: Path, name: str) -> PipelineConfig:
-    folder.mkdir(parents=True, exist_ok=True)
-    doc = {"name": name, "topics": ["orders"], "value": {"format": "json", "schema": "id BIGINT"}}
-    (folder / f"{name}.yaml").write_text(yaml.safe_dump(doc))
-    return load_pipeline(folder / f"{name}.yaml")
-
-
-def frame(rows: int = 3) -> Any:
-    import pyarrow as pa
-
-    from eos_ingest.quality_suite import arrow_frame
-
-    table = pa.table(
-        {
-            "kafka_topic": ["orders"] * rows,
-            "kafka_partition": [0] * rows,
-            "kafka_offset": list(range(rows)),
-            "id": list(range(rows)),
-        }
-    )
-    return arrow_frame(table, [PlannedRange("orders", 0, 0, rows)])
 
 
 def validations(config: PipelineConfig, count: int) -> list[str]:
