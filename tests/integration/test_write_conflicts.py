@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from eos_ingest import writer
-from eos_ingest.batch_sequence import execute_batch
+from eos_ingest.batch_sequence import PAUSE_BEFORE_TABLE_COMMIT_ENV, execute_batch
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import FencedError
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer
+from tests.process_helpers import wait_for_pause
 
 pytestmark = pytest.mark.integration
 sqlite_only = pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)
@@ -102,6 +103,57 @@ def test_a_write_conflict_past_the_retries_leaves_the_batch_planned_and_the_job_
     assert report.ok and report.expected == 420, report.to_dict()
     assert delta_count(spark, config.output_path) == 400
     assert delta_count(spark, config.quarantine_path) == 20
+
+
+@sqlite_only
+def test_a_failed_table_commit_beside_a_landed_quarantine_replace_leaves_the_batch_planned_and_one_copy_after_the_rerun(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
+) -> None:
+    """The quarantine's replace runs beside the table's commit: when the table's commit fails, the
+    quarantine table may already hold the batch's rows; the batch stays planned, nothing is
+    published, and the rerun leaves exactly one copy in both tables."""
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap, topic, 0)
+    config = make_pipeline([topic], control_db_url)
+    assert ingest_once(spark, config) is not None  # both tables exist from here on
+    produce(kafka_bootstrap, topic, 1000)
+    store = open_store(config)
+    batch, _ = plan_batch(config, store)
+    assert batch is not None
+    before = store.committed_offsets(config.name)
+
+    # Paused after the gate, before the table's commit: another writer commits to the table only,
+    # so the staged commit conflicts (one try allowed) while the quarantine's replace has none.
+    pause, log = tmp_path / "pause", tmp_path / "job.log"
+    argv = spark_submit_argv(config.source, batch.batch_id, master="local[1]", driver_memory="1g")
+    env = {
+        **spark_submit_env(),
+        PAUSE_BEFORE_TABLE_COMMIT_ENV: str(pause),
+        "EOS_WRITE_CONFLICT_ATTEMPTS": "1",
+    }
+    with log.open("w") as out:
+        job = subprocess.Popen(
+            argv, env=env, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )
+        wait_for_pause(job, pause, log)
+        spark.sql(f"ALTER TABLE delta.`{config.output_path}` SET TBLPROPERTIES ('eos.test.conflict' = '1')")
+        pause.unlink()
+        code = job.wait(timeout=300)
+    out_text = log.read_text()
+
+    assert code == 75, out_text[-5000:]
+    assert "WriteConflictError" in out_text
+    assert store.get_batch(batch.batch_id).status.value == "planned"
+    assert store.committed_offsets(config.name) == before
+    assert delta_count(spark, config.output_path) == 200  # the first batch only
+    assert delta_count(spark, config.quarantine_path) == 20  # the replace beside it landed
+
+    result = rerun(spark, config, store, batch.batch_id)
+    assert (result.records_written, result.records_quarantined) == (200, 10)
+    assert delta_count(spark, config.output_path) == 400
+    assert delta_count(spark, config.quarantine_path) == 20
+    report = verify_pipeline(spark, config)  # an independent read_committed rescan of the topic
+    assert report.ok and report.expected == 420, report.to_dict()
 
 
 @sqlite_only
