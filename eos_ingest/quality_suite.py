@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eos_ingest import paths
+from eos_ingest import deferred_modules, paths
 from eos_ingest.config import PipelineConfig
 from eos_ingest.errors import ConfigError
 from eos_ingest.parser import IDENTITY_COLUMNS
@@ -43,6 +43,8 @@ EXPECTED_ROWS = "eos_expected_output_rows"
 # of the check; everything else (column, min_value, row_condition, ...) is passed through.
 _NOT_ARGUMENTS = ("type",)
 _EXAMPLES = 3
+# Imported by GX for its KL-divergence and KS-test expectations and their charts (deferred_modules.py).
+GX_DEFERRED_MODULES = ("scipy.stats", "altair")
 
 
 @contextmanager
@@ -67,6 +69,8 @@ def import_gx() -> None:
     Data Docs update (0.36 -> 0.18 s). Every GX entry point calls this before its own GX imports."""
     if "great_expectations" in sys.modules:
         return  # imported, or being imported by another thread: its import statement waits for it
+    # Used by none of the default suite's checks; a suite that uses them imports them then.
+    deferred_modules.defer(GX_DEFERRED_MODULES)
     was_enabled = gc.isenabled()
     gc.disable()
     try:
