@@ -31,14 +31,14 @@ pytestmark = pytest.mark.integration
 PROBE = """
 import importlib.metadata, json, sys
 import eos_ingest
-from eos_ingest import paths, submit
+from eos_ingest import class_archive, paths, submit
 (plugin,) = [e for e in importlib.metadata.entry_points(group="airflow.plugins") if e.name == "eos_ingest"]
 print(json.dumps({
     "package": eos_ingest.__file__,
     "sys_path": sys.path,
     "checkout": str(paths.CHECKOUT) if paths.CHECKOUT else None,
     "state_dir": str(paths.state_dir()),
-    "files": {str(f): f.is_file() for f in (submit.JOB_SCRIPT, paths.GX_TEMPLATE, paths.DEFAULT_SUITE)},
+    "files": {str(f): f.is_file() for f in (submit.JOB_SCRIPT, class_archive.TRAINING_SCRIPT, paths.GX_TEMPLATE, paths.DEFAULT_SUITE)},
     "templates": sorted(p.name for p in (paths.PACKAGE_DIR / "templates").glob("*.html")),
     "plugin": plugin.load().name,
     "factory": __import__("eos_ingest.airflow_dags", fromlist=["pipeline_dags"]).__file__,

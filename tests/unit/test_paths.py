@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest import config, paths, submit
+from eos_ingest import class_archive, config, paths, submit
 
 CHECKOUT, ENV, XDG, HOME = Path("/repo"), Path("/srv/state"), Path("/xdg"), Path("/home/u")
 
@@ -77,10 +77,13 @@ def test_every_file_the_code_reads_is_package_data_of_the_wheel() -> None:
     """Files the code opens by path are not modules: without a package-data glob a wheel lacks them."""
     pyproject = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())
     globs = pyproject["tool"]["setuptools"]["package-data"]["eos_ingest"]
-    data = [paths.JOB_SCRIPT, paths.GX_TEMPLATE, paths.DEFAULT_SUITE, *paths.PACKAGE_DIR.rglob("*.html")]
+    data = [paths.JOB_SCRIPT, class_archive.TRAINING_SCRIPT, paths.GX_TEMPLATE, paths.DEFAULT_SUITE]
+    data += paths.PACKAGE_DIR.rglob("*.html")
     data += [f for f in paths.PACKAGE_DIR.rglob("*") if f.suffix in (".yml", ".yaml", ".json")]
     for file in data:
         relative = file.relative_to(paths.PACKAGE_DIR).as_posix()
         assert any(fnmatch.fnmatch(relative, g) for g in globs), f"{relative} is not in {globs}"
-    # The job's folder holds nothing else: Python puts a script's folder first on sys.path.
-    assert sorted(p.name for p in paths.JOB_SCRIPT.parent.glob("*.py")) == ["ingest_batch.py"]
+    # The job's folder holds its two spark-submit scripts and nothing else: Python puts a script's
+    # folder first on sys.path, where a library module would shadow a top-level one.
+    scripts = sorted(p.name for p in paths.JOB_SCRIPT.parent.glob("*.py"))
+    assert scripts == sorted([paths.JOB_SCRIPT.name, class_archive.TRAINING_SCRIPT.name])

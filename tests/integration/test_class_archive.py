@@ -1,0 +1,92 @@
+"""The job driver's class-data archive (eos_ingest/class_archive.py), with the real JDK, Spark and
+Delta: the archive `make setup` made maps Spark's and Delta's classes into a job's JVM, given as
+submit.job_conf gives it, also from a path Spark must unquote."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from eos_ingest import class_archive
+from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF, local_jars
+from eos_ingest.submit import job_conf, spark_submit_binary, spark_submit_env
+
+pytestmark = pytest.mark.integration
+
+SHARED = "source: shared objects file"
+SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from pyspark.sql import SparkSession
+    spark = SparkSession.builder.getOrCreate()
+    spark.range(10).write.format("delta").save(sys.argv[1])
+    assert spark.read.format("delta").load(sys.argv[1]).count() == 10
+    spark.stop()
+    """
+)
+
+
+def run_job(tmp_path: Path, java_options: str) -> dict[str, str]:
+    """spark-submit of a small Delta job with `java_options` as its driver's; where each class
+    named in the JVM's class-load log came from."""
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT)
+    log = tmp_path / "classes.txt"
+    argv = [spark_submit_binary(), "--master", "local[2]", "--jars", ",".join(local_jars())]
+    conf = {**DELTA_CONF, **LOCAL_CONF, "spark.log.level": "WARN"}
+    conf["spark.driver.extraJavaOptions"] = f"{java_options} -Xlog:class+load=info:file={log}"
+    for key, value in conf.items():
+        argv += ["--conf", f"{key}={value}"]
+    done = subprocess.run(
+        [*argv, str(script), str(tmp_path / "table")],
+        env=spark_submit_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    sources = {}
+    for line in log.read_text().splitlines():
+        _, _, rest = line.partition("[class,load] ")
+        name, _, source = rest.partition(" ")
+        sources[name] = source
+    return sources
+
+
+@pytest.fixture(scope="module")
+def archive() -> Path:
+    made = class_archive.build()  # made by `make setup`: then a no-op
+    assert made is not None and made.is_file()
+    return made
+
+
+def test_a_local_job_maps_spark_and_delta_classes_from_the_archive(archive: Path, tmp_path: Path) -> None:
+    option = job_conf("local[2]")["spark.driver.extraJavaOptions"]
+    assert option == class_archive.archive_option(archive)
+    sources = run_job(tmp_path, option)
+    for name in (
+        "org.apache.spark.SparkContext",
+        "org.apache.spark.sql.catalyst.analysis.Analyzer",
+        "org.apache.spark.sql.delta.DeltaLog",  # from --jars, not the app class path
+    ):
+        assert sources[name].startswith(SHARED), (name, sources[name])
+    shared = sum(source.startswith(SHARED) for source in sources.values())
+    assert shared > 0.6 * len(sources), f"{shared} of {len(sources)} classes from the archive"
+
+
+def test_an_archive_path_with_a_space_reaches_the_jvm_as_one_word(archive: Path, tmp_path: Path) -> None:
+    spaced = tmp_path / "state dir" / archive.name
+    spaced.parent.mkdir()
+    spaced.symlink_to(archive)
+    sources = run_job(tmp_path, class_archive.archive_option(spaced))
+    assert sources["org.apache.spark.SparkContext"].startswith(SHARED)
+
+
+def test_without_the_option_the_same_job_loads_every_class_from_its_jar(tmp_path: Path) -> None:
+    # What the two tests above tell apart: a JVM that maps nothing (only the JDK's own archive).
+    sources = run_job(tmp_path, "")
+    assert not sources["org.apache.spark.SparkContext"].startswith(SHARED)

@@ -1,0 +1,69 @@
+"""The job's class-data archive option (eos_ingest/class_archive.py): given to local drivers only,
+only when an archive for this JDK and these jars exists, quoted as Spark splits options."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from eos_ingest import class_archive
+from eos_ingest.submit import job_conf
+
+OPTION = "spark.driver.extraJavaOptions"
+
+
+@pytest.fixture()
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A state folder with the two jar names local_jars() asks for (empty files suffice here)."""
+    folder = tmp_path / "state"
+    jars = folder / "jars" / "spark"
+    jars.mkdir(parents=True)
+    for name in ("spark-sql-kafka-0-10_2.13-4.1.3.jar", "delta-spark_4.1_2.13-4.4.0.jar"):
+        (jars / name).write_bytes(b"")
+    monkeypatch.setenv("EOS_STATE_DIR", str(folder))
+    return folder
+
+
+def make_archive() -> Path:
+    key = class_archive.archive_key()
+    assert key is not None
+    path = class_archive.archive_file(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"archive")
+    return path
+
+
+def test_a_local_job_maps_the_archive_once_it_exists(state: Path) -> None:
+    assert OPTION not in job_conf("local[2]")
+    path = make_archive()
+    assert job_conf("local[2]")[OPTION] == f"-XX:SharedArchiveFile={path}"
+    assert OPTION not in job_conf("yarn") and OPTION not in job_conf("spark://host:7077")
+
+
+def test_another_jar_set_looks_for_another_archive(state: Path) -> None:
+    before = make_archive()
+    (state / "jars" / "spark" / "kafka-clients-3.9.1.jar").write_bytes(b"")
+    assert class_archive.archive_file(str(class_archive.archive_key())) != before
+    assert OPTION not in job_conf("local[2]")
+
+
+def test_a_path_with_spaces_and_quotes_is_one_word_for_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / 'my "state" dir'
+    (folder / "jars" / "spark").mkdir(parents=True)
+    for name in ("spark-sql-kafka-0-10_2.13-4.1.3.jar", "delta-spark_4.1_2.13-4.4.0.jar"):
+        (folder / "jars" / "spark" / name).write_bytes(b"")
+    monkeypatch.setenv("EOS_STATE_DIR", str(folder))
+    path = make_archive()
+    # Spark's launcher splits extraJavaOptions with a shell's quoting rules (parseOptionString).
+    assert shlex.split(str(class_archive.java_options())) == [f"-XX:SharedArchiveFile={path}"]
+
+
+def test_no_jars_means_no_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EOS_STATE_DIR", str(tmp_path / "empty"))
+    assert class_archive.archive_key() is None
+    assert class_archive.java_options() is None
+    assert class_archive.build() is None
