@@ -165,7 +165,9 @@ def execute_batch(
             checked = (
                 rows if staged.skipped else staged.read_back(rows.schema).where(f"batch_id = {batch_id}")
             )
-            quality.gate(spark, config, batch, checked, bad, recount=recount)
+            quality.gate(
+                spark, config, batch, checked, bad, recount=recount, staged=None if staged.skipped else staged
+            )
         log.info("batch %s: phase %s", batch_id, "write")
         _pause_if_asked(PAUSE_BEFORE_TABLE_COMMIT_ENV)
 

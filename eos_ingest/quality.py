@@ -43,6 +43,8 @@ from eos_ingest.verify import merge_ranges
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from eos_ingest.staged_write import StagedReplace
+
 __all__ = ["cached_frame", "committed_record_count", "gate", "preload_gx", "start_recount", "warm_up"]
 
 log = logging.getLogger(__name__)
@@ -161,6 +163,7 @@ def gate(
     output_rows: DataFrame,
     quarantined: int,
     recount: Future[int] | None = None,
+    staged: StagedReplace | None = None,
 ) -> dict[str, Any]:
     """Step 5: validate the batch's output rows before anything is written or committed.
 
@@ -170,7 +173,8 @@ def gate(
     failed critical expectations, and then records the report on the batch row.
 
     `recount` is start_recount(config, batch), started before the Spark read; without it the
-    count is made here, after the Spark work.
+    count is made here, after the Spark work. `staged`, the write whose files `output_rows` reads
+    back: pyarrow then reads the suite's columns from those files where it can (read_arrow).
     """
     del spark  # the frame carries its session; the parameter keeps gate and audit alike
     started = time.monotonic()
@@ -180,7 +184,9 @@ def gate(
         # The columns the suite reads, collected as Arrow: GX's checks then run in pandas, in
         # a fraction of a second, instead of a dozen Spark jobs (the same engine as the audit's).
         # A suite that may read any column stays on Spark: the rows are not collected whole.
-        frame = arrow_frame(output_rows.select(*columns).toArrow(), batch.ranges)
+        narrow = output_rows.select(*columns)
+        table = None if staged is None else staged.read_arrow(narrow.schema, batch.batch_id)
+        frame = arrow_frame(narrow.toArrow() if table is None else table, batch.ranges)
         result, result_id, report_path = validate(
             config, batch.batch_id, "gate", frame, expected - quarantined
         )

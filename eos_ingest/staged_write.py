@@ -22,9 +22,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -61,6 +64,43 @@ class StagedReplace:
         root = jvm.org.apache.hadoop.fs.Path(self.path)
         files = [str(_absolute(jvm, root, relative).toString()) for relative in self.added_paths]
         return self._spark.read.schema(schema).option("basePath", self.path).parquet(*files)
+
+    def read_arrow(self, schema: StructType, batch_id: int) -> pa.Table | None:
+        """The staged rows of `batch_id`, the columns of `schema`, read by pyarrow from the staged
+        files: the rows and Arrow types of read_back(schema).where(batch_id).toArrow(), without a
+        Spark job (0.05-0.15 s for 950,000 rows, against ~0.8 s). None where pyarrow cannot stand
+        in for Spark's read, and the caller reads them back with Spark: files not on a local disk,
+        or a column not in the files (a partition value only in a folder's name)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.dataset as ds
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        files = _local_files(self.path, self.added_paths)
+        if not files:
+            return None
+        dataset = ds.dataset(files, format="parquet")
+        names = [field.name for field in schema.fields]
+        wanted = [*names, "batch_id"]
+        # Every file must hold every column, typed alike (a rewritten file of an older schema may not).
+        fields = None
+        for fragment in dataset.get_fragments():
+            physical = fragment.physical_schema
+            if any(name not in physical.names for name in wanted):
+                return None
+            these = [physical.field(name) for name in wanted]
+            if fields is not None and these != fields:
+                return None
+            fields = these
+        large = self._spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+        target = to_arrow_schema(
+            schema, error_on_duplicated_field_names_in_struct=True, prefers_large_types=large
+        )
+        table = dataset.to_table(columns=names, filter=pc.field("batch_id") == batch_id)
+        try:  # Spark's Arrow types (timestamps as UTC microseconds), whatever the Parquet types
+            return table.cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None
 
     def commit(self) -> int | None:
         """Commit the staged actions; the new Delta version, None when skipped. Raises Delta's
@@ -177,3 +217,20 @@ def _absolute(jvm: Any, root: Any, relative: str) -> Any:
     %20 there), relative to the table's root unless absolute: as Delta resolves it."""
     child = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(relative))
     return child if child.isAbsolute() else jvm.org.apache.hadoop.fs.Path(root, child)
+
+
+def _local_files(table: str, added_paths: Sequence[str]) -> list[str]:
+    """The local paths of a table's added files (URIs relative to the table's root, as Delta
+    records them), or [] when the table or a file is not on the local file system."""
+    root = urlparse(table)
+    if root.scheme not in ("", "file"):
+        return []
+    base = Path(unquote(root.path) if root.scheme else table)
+    files = []
+    for relative in added_paths:
+        parsed = urlparse(relative)
+        if parsed.scheme not in ("", "file"):
+            return []
+        path = Path(unquote(parsed.path))
+        files.append(str(path if path.is_absolute() else base / path))
+    return files

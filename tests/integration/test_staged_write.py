@@ -163,3 +163,57 @@ def test_read_back_holds_the_new_rows_and_the_rows_a_row_level_rewrite_keeps(spa
     )
     replace_ranges(spark, new, path, [PlannedRange("t", 0, 0, 4)], 2, staged=staged)
     assert values(path) == [(0, o, "new") for o in range(4)] + [(0, o, "old") for o in range(4, 20)]
+
+
+def test_read_arrow_gives_the_gate_what_sparks_read_back_gives_without_a_spark_job(spark, tmp_path) -> None:
+    """pyarrow's read of the staged files equals read_back(...).where(batch_id).toArrow(): the same
+    rows (the rewrite's kept rows of batch 1 left out), the same Arrow types (a timestamp as
+    Spark's UTC microseconds), from files under a partition folder whose name has a space."""
+    from pyspark.sql import functions as F
+
+    path = str(tmp_path / "table")
+    schema = "kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, ts TIMESTAMP, batch_id BIGINT, region STRING"
+
+    def rows(batch_id: int, offsets: range):
+        return (
+            spark.range(offsets.start, offsets.stop)
+            .select(
+                F.lit("t").alias("kafka_topic"),
+                F.lit(0).alias("kafka_partition"),
+                F.col("id").alias("kafka_offset"),
+                F.timestamp_seconds(F.col("id") + 1_795_000_000).alias("ts"),
+                F.lit(batch_id).cast("bigint").alias("batch_id"),
+                F.lit("north east").alias("region"),
+            )
+            .coalesce(1)
+        )
+
+    replace_ranges(spark, rows(1, range(20)), path, [PlannedRange("t", 0, 0, 20)], 1, ["region"])
+    new = rows(2, range(4))
+    staged = stage(spark, new, path, [PlannedRange("t", 0, 0, 4)], 2, ["region"])
+    assert any("north%20east" in p for p in staged.added_paths)  # Delta records the folder as a URI
+
+    narrow = spark.createDataFrame([], schema).select("kafka_topic", "kafka_partition", "kafka_offset", "ts")
+    by_pyarrow = staged.read_arrow(narrow.schema, 2)
+    by_spark = staged.read_back(new.schema).where("batch_id = 2").select(*narrow.columns).toArrow()
+    assert by_pyarrow is not None
+    assert by_pyarrow.schema == by_spark.schema
+    assert by_pyarrow.sort_by("kafka_offset").equals(by_spark.sort_by("kafka_offset"))
+    assert by_pyarrow.column("kafka_offset").to_pylist() == [0, 1, 2, 3]
+    assert staged.read_arrow(narrow.schema, 1).num_rows == 16  # the rewrite's kept rows, batch 1's
+
+    # A column the files do not hold: Spark's read-back it is.
+    assert staged.read_arrow(spark.createDataFrame([], "not_in_files STRING").schema, 2) is None
+    staged.abort()
+
+
+def test_read_arrow_leaves_a_table_not_on_a_local_disk_to_spark() -> None:
+    from eos_ingest.staged_write import _local_files
+
+    assert _local_files("s3a://bucket/table", ("part-0.parquet",)) == []
+    assert _local_files("/t", ("s3a://bucket/table/part-0.parquet",)) == []
+    assert _local_files("file:/t%20x", ("a=b%20c/part-0.parquet",)) == ["/t x/a=b c/part-0.parquet"]
+    assert _local_files("/t", ("a=b%20c/part-0.parquet", "/elsewhere/p.parquet")) == [
+        "/t/a=b c/part-0.parquet",
+        "/elsewhere/p.parquet",
+    ]
