@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from eos_ingest import paths
-from eos_ingest.spark_session import local_jars
+from eos_ingest.spark_session import LOCAL_DRIVER_JAVA_OPTIONS, local_jars
 
 TRAINING_SCRIPT = paths.PACKAGE_DIR / "spark_job" / "train_class_archive.py"
 BUILD_TIMEOUT_S = 600
@@ -97,7 +97,7 @@ def build(force: bool = False) -> Path | None:
         "--master",
         "local[2]",
         "--driver-java-options",
-        f"-XX:ArchiveClassesAtExit={partial}",
+        f"{LOCAL_DRIVER_JAVA_OPTIONS} -XX:ArchiveClassesAtExit={partial}",
         "--jars",
         ",".join(local_jars()),
     ]

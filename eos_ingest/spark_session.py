@@ -31,6 +31,12 @@ LOCAL_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",
 }
 
+# The driver JVM's options of a local job (submit.job_conf; the class-data archive is made with
+# them too). The parallel collector: a batch job wants throughput, not short pauses, and G1's
+# concurrent threads take the cores the tasks run on. A 950,000-record batch 23.2 -> 21.1 s
+# (medians of 3, alternated, 2 cores); a 10,000-record one 14.8 -> 13.8 s.
+LOCAL_DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC"
+
 
 def local_jars(jars_dir: Path | None = None, *, object_storage: bool = False) -> list[str]:
     """The connector jars to put on Spark's classpath; fails clearly when setup has not run.

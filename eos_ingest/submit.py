@@ -14,7 +14,7 @@ import eos_ingest
 from eos_ingest import class_archive, paths
 from eos_ingest.errors import ConfigError
 from eos_ingest.object_storage import LOG_STORE_CONF
-from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF, local_jars
+from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF, LOCAL_DRIVER_JAVA_OPTIONS, local_jars
 
 JOB_SCRIPT = paths.JOB_SCRIPT  # package data: an installed wheel carries it
 
@@ -65,8 +65,8 @@ def job_conf(master: str, *, object_storage: bool = False) -> dict[str, str]:
         # The driver is this machine's JVM: it maps the classes of `make setup`'s archive (seconds
         # of class loading per start; class_archive.py). Without one it starts as before.
         archive = class_archive.java_options()
-        if archive:
-            conf["spark.driver.extraJavaOptions"] = archive
+        options = [LOCAL_DRIVER_JAVA_OPTIONS, *([archive] if archive else [])]
+        conf["spark.driver.extraJavaOptions"] = " ".join(options)
     return conf
 
 

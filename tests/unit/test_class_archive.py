@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from eos_ingest import class_archive
+from eos_ingest.spark_session import LOCAL_DRIVER_JAVA_OPTIONS
 from eos_ingest.submit import job_conf
 
 OPTION = "spark.driver.extraJavaOptions"
@@ -36,9 +37,9 @@ def make_archive() -> Path:
 
 
 def test_a_local_job_maps_the_archive_once_it_exists(state: Path) -> None:
-    assert OPTION not in job_conf("local[2]")
+    assert job_conf("local[2]")[OPTION] == LOCAL_DRIVER_JAVA_OPTIONS
     path = make_archive()
-    assert job_conf("local[2]")[OPTION] == f"-XX:SharedArchiveFile={path}"
+    assert job_conf("local[2]")[OPTION] == f"{LOCAL_DRIVER_JAVA_OPTIONS} -XX:SharedArchiveFile={path}"
     assert OPTION not in job_conf("yarn") and OPTION not in job_conf("spark://host:7077")
 
 
@@ -46,7 +47,7 @@ def test_another_jar_set_looks_for_another_archive(state: Path) -> None:
     before = make_archive()
     (state / "jars" / "spark" / "kafka-clients-3.9.1.jar").write_bytes(b"")
     assert class_archive.archive_file(str(class_archive.archive_key())) != before
-    assert OPTION not in job_conf("local[2]")
+    assert job_conf("local[2]")[OPTION] == LOCAL_DRIVER_JAVA_OPTIONS
 
 
 def test_a_path_with_spaces_and_quotes_is_one_word_for_spark(
