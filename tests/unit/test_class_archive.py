@@ -11,18 +11,15 @@ import pytest
 from eos_ingest import class_archive
 from eos_ingest.spark_session import LOCAL_DRIVER_JAVA_OPTIONS
 from eos_ingest.submit import job_conf
+from tests.fake_jars import fake_jars_state
 
 OPTION = "spark.driver.extraJavaOptions"
 
 
 @pytest.fixture()
 def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A state folder with the two jar names local_jars() asks for (empty files suffice here)."""
-    folder = tmp_path / "state"
-    jars = folder / "jars" / "spark"
-    jars.mkdir(parents=True)
-    for name in ("spark-sql-kafka-0-10_2.13-4.1.3.jar", "delta-spark_4.1_2.13-4.4.0.jar"):
-        (jars / name).write_bytes(b"")
+    """A state folder with the jar names local_jars() asks for (tests/fake_jars.py)."""
+    folder = fake_jars_state(tmp_path / "state")
     monkeypatch.setenv("EOS_STATE_DIR", str(folder))
     return folder
 
@@ -53,10 +50,7 @@ def test_another_jar_set_looks_for_another_archive(state: Path) -> None:
 def test_a_path_with_spaces_and_quotes_is_one_word_for_spark(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    folder = tmp_path / 'my "state" dir'
-    (folder / "jars" / "spark").mkdir(parents=True)
-    for name in ("spark-sql-kafka-0-10_2.13-4.1.3.jar", "delta-spark_4.1_2.13-4.4.0.jar"):
-        (folder / "jars" / "spark" / name).write_bytes(b"")
+    folder = fake_jars_state(tmp_path / 'my "state" dir')
     monkeypatch.setenv("EOS_STATE_DIR", str(folder))
     path = make_archive()
     # Spark's launcher splits extraJavaOptions with a shell's quoting rules (parseOptionString).

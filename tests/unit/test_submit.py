@@ -10,15 +10,12 @@ from pathlib import Path
 import pytest
 
 from eos_ingest import submit
+from tests.fake_jars import fake_jars_state
 
 
 @pytest.fixture
 def jars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    state = tmp_path / "state"
-    folder = state / "jars" / "spark"
-    folder.mkdir(parents=True)
-    for name in ("spark-sql-kafka-0-10_2.13-4.1.0.jar", "delta-spark_2.13-4.0.0.jar"):
-        (folder / name).write_bytes(b"")
+    state = fake_jars_state(tmp_path / "state")
     monkeypatch.setenv("EOS_STATE_DIR", str(state))
     return state
 
