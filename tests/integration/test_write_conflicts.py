@@ -50,14 +50,9 @@ def rerun(spark, config, store, batch_id: int):
     return execute_batch(spark, config, store, batch_id, store.take_fence(batch_id))
 
 
-def delta_count(spark, path) -> int:
-    return spark.read.format("delta").load(str(path)).count()
-
-
-@sqlite_only
-def test_a_write_conflict_past_the_retries_leaves_the_batch_planned_and_the_job_exits_75(
-    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
-) -> None:
+def planned_over_existing_tables(spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url):
+    """A pipeline whose first batch made both tables, and a planned second batch over 1,000 new
+    records: (config, store, batch, the committed offsets before it)."""
     topic = make_topic(partitions=2)
     produce(kafka_bootstrap, topic, 0)
     config = make_pipeline([topic], control_db_url)
@@ -66,7 +61,20 @@ def test_a_write_conflict_past_the_retries_leaves_the_batch_planned_and_the_job_
     store = open_store(config)
     batch, _ = plan_batch(config, store)
     assert batch is not None
-    before = store.committed_offsets(config.name)
+    return config, store, batch, store.committed_offsets(config.name)
+
+
+def delta_count(spark, path) -> int:
+    return spark.read.format("delta").load(str(path)).count()
+
+
+@sqlite_only
+def test_a_write_conflict_past_the_retries_leaves_the_batch_planned_and_the_job_exits_75(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
+) -> None:
+    config, store, batch, before = planned_over_existing_tables(
+        spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
+    )
 
     # A concurrent writer that commits to both tables all the time once the job reads (table
     # property changes: each conflicts with any open transaction on the table, adds no rows). The
@@ -112,15 +120,9 @@ def test_a_failed_table_commit_beside_a_landed_quarantine_replace_leaves_the_bat
     """The quarantine's replace runs beside the table's commit: when the table's commit fails, the
     quarantine table may already hold the batch's rows; the batch stays planned, nothing is
     published, and the rerun leaves exactly one copy in both tables."""
-    topic = make_topic(partitions=2)
-    produce(kafka_bootstrap, topic, 0)
-    config = make_pipeline([topic], control_db_url)
-    assert ingest_once(spark, config) is not None  # both tables exist from here on
-    produce(kafka_bootstrap, topic, 1000)
-    store = open_store(config)
-    batch, _ = plan_batch(config, store)
-    assert batch is not None
-    before = store.committed_offsets(config.name)
+    config, store, batch, before = planned_over_existing_tables(
+        spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
+    )
 
     # Paused after the gate, before the table's commit: another writer commits to the table only,
     # so the staged commit conflicts (one try allowed) while the quarantine's replace has none.
