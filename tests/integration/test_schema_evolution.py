@@ -184,6 +184,31 @@ def test_json_ignore_counts_fail_refuses_add_columns_fills_and_a_removed_column_
     assert verify_pipeline(spark, config).ok
 
 
+def test_json_unknown_fields_are_found_beside_null_missing_and_repeated_fields(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
+) -> None:
+    """The parse counts a value's keys against its columns that parsed non-null, and looks for
+    unknown names only when they differ: a null or missing field must not hide an unknown one."""
+    topic = make_topic(partitions=1)
+    values = [
+        '{"id": 1, "name": null, "amount": 1.0, "x": 1}',  # a null column beside an unknown key
+        '{"id": 2, "name": "b", "amount": 2.0}',
+        '{"id": 3, "x": 3, "amount": 3.0}',  # as many keys as columns: name missing, x unknown
+        '{"id": 4, "id": 4, "name": "d", "amount": 4.0}',  # a repeated key is not an unknown one
+        '{"id": 5, "name": "e"}',  # a missing field only
+        '{"id": 6, "name": "f", "amount": 6.0, "Amount": 7}',  # every column parsed, one key more
+    ]
+    TxProducer(kafka_bootstrap).transaction(topic, values, commit=True, partition=0)
+    config = make_pipeline([topic], control_db_url)  # ignore
+
+    result = ingest_once(spark, config)
+
+    assert result is not None and (result.records_written, result.records_quarantined) == (6, 0)
+    assert result.records_with_unknown_fields == 3
+    config = make_pipeline([topic], control_db_url, value=_json("fail"))
+    assert "schema lacks: Amount, x" in refused_backfill(spark, config, topic, 0, 6)
+
+
 V2 = {**V1, "fields": [*V1["fields"], {"name": "coupon", "type": "string"}]}
 # id became a string: the long reader cannot read it
 CHANGED = {**V1, "fields": [{"name": "id", "type": "string"}, {"name": "name", "type": "string"}]}
