@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from eos_ingest.committed_counts import read_committed_consumer
 from eos_ingest.control_queries import RangeRecord
 from eos_ingest.errors import KafkaUnavailableError
 from eos_ingest.kafka_offsets import fetch_snapshot
@@ -79,6 +78,10 @@ def committed_identity_stream(
 ) -> Iterator[Identity]:
     """The committed records inside `spans`, in (topic, partition, offset) order, a consume()
     batch at a time: memory stays O(one batch) whatever the number of records."""
+    # Imported here, as in quality.committed_record_count: kafka-python's import (~70 ms) is
+    # wasted on the many importers of this module that never read Kafka (the audit, the gate).
+    from eos_ingest.committed_counts import read_committed_consumer
+
     consumer = read_committed_consumer(kafka_settings)
     try:
         for topic, partition in sorted(spans):
