@@ -249,7 +249,7 @@ def _validate(pipeline_file: str, batch_id: int) -> dict[str, Any]:
         committed = [b for b in _run_batches(config, int(batch_id)) if b.status.value == "committed"]
         if not committed:
             raise AirflowSkipException(f"batch {batch_id} did not commit: nothing to audit")
-        results = audit_batches(config, [b.batch_id for b in committed])
+        results = audit_batches(config, [b.batch_id for b in committed], audit_process=True)
     shown: dict[str, Any] = json.loads(json.dumps(results[0], default=str))
     if len(results) > 1:
         shown["batches"] = json.loads(json.dumps(results, default=str))

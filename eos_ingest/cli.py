@@ -109,7 +109,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     """``eos-ingest audit``: GX over a committed batch's rows; prints the report; 1 if it failed."""
     config = load_config(args)
-    (report,) = audit_batches(config, [args.batch_id], recount=args.recount)
+    (report,) = audit_batches(config, [args.batch_id], recount=args.recount, audit_process=True)
     print(json.dumps(report, indent=2, default=str))
     return 0 if report["success"] else 1
 

@@ -7,16 +7,23 @@ attribute looked up on it imports the real module, which then replaces it there.
 
 Not importlib.util.LazyLoader: on Python 3.11 `import name` reads the module's __spec__, which
 makes a LazyLoader module load at once.
+
+`hidden` goes further for a package a process does not use at all: while GX imports in a process
+without pyspark (the audit, the validate task), GX's pyspark bindings would import pyspark, its ML
+and Connect modules, scipy.sparse and grpc (~0.12 s of CPU); hidden, GX falls back as it does where
+pyspark is not installed.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import importlib.util
 import sys
 import threading
 import types
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 _loading = threading.RLock()
@@ -54,3 +61,30 @@ def defer(names: Iterable[str]) -> list[str]:
             sys.modules[name] = DeferredModule(name)
             deferred.append(name)
     return deferred
+
+
+class _HiddenPackages(importlib.abc.MetaPathFinder):
+    """Fails one thread's imports of some packages as if they were not installed."""
+
+    def __init__(self, packages: frozenset[str], thread: int) -> None:
+        self.packages, self.thread = packages, thread
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        if name.partition(".")[0] in self.packages and threading.get_ident() == self.thread:
+            raise ModuleNotFoundError(f"No module named {name!r} (hidden while GX imports)", name=name)
+        return None
+
+
+@contextmanager
+def hidden(packages: Iterable[str]) -> Iterator[frozenset[str]]:
+    """While the block runs, the calling thread's imports of `packages` (those not imported yet)
+    raise ModuleNotFoundError; other threads import them as usual. Yields the packages hidden."""
+    finder = _HiddenPackages(frozenset(p for p in packages if p not in sys.modules), threading.get_ident())
+    if not finder.packages:
+        yield finder.packages
+        return
+    sys.meta_path.insert(0, finder)
+    try:
+        yield finder.packages
+    finally:
+        sys.meta_path.remove(finder)

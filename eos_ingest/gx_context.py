@@ -152,6 +152,14 @@ def validate(
         )
         from great_expectations.validator.v1_validator import Validator
 
+    if hasattr(frame, "sparkSession"):
+        from great_expectations.compatibility import pyspark as gx_pyspark
+
+        if not gx_pyspark.pyspark:  # GX was imported before pyspark (quality_suite.import_gx)
+            raise RuntimeError(
+                "GX was imported in this process before pyspark, so it cannot validate a Spark frame: "
+                "import pyspark before the first GX call"
+            )
     suite = build_suite(config)  # outside the lock: a ConfigError needs no GX files
     root = gx_root()
     name = f"{config.name}.{stage}"

@@ -11,7 +11,7 @@ import gc
 import json
 import logging
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -59,14 +59,17 @@ def quiet_gx() -> Iterator[None]:
         logger.setLevel(before)
 
 
-def import_gx() -> None:
+def import_gx(hide: Iterable[str] = ()) -> None:
     """Import GX, with the cyclic garbage collector paused while it does (once per process).
 
     The import allocates so many objects that the collections they trigger cost ~20% of its
     ~2.5 s of CPU (measured: 2.5 -> 2.1 s); an import leaves no garbage cycles worth collecting.
     Then gc.freeze() moves what exists to the permanent generation, so later full collections
     do not walk GX's modules again: one such collection cost 0.18 s of a fresh process's first
-    Data Docs update (0.36 -> 0.18 s). Every GX entry point calls this before its own GX imports."""
+    Data Docs update (0.36 -> 0.18 s). Every GX entry point calls this before its own GX imports.
+
+    `hide`: packages GX must import as if they were not installed, when not imported yet
+    (deferred_modules.hidden), for a process that will not use them with GX."""
     if "great_expectations" in sys.modules:
         return  # imported, or being imported by another thread: its import statement waits for it
     # Used by none of the default suite's checks; a suite that uses them imports them then.
@@ -74,7 +77,7 @@ def import_gx() -> None:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        with quiet_gx():
+        with quiet_gx(), deferred_modules.hidden(hide):
             import great_expectations  # noqa: F401
     finally:
         gc.freeze()
