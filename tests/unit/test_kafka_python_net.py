@@ -1,4 +1,5 @@
-"""The last bytes before a close reach the protocol: a broker's "wrong password" answer is one."""
+"""The last bytes before a close reach the protocol: a broker's "wrong password" answer is one.
+A large answer is read in large chunks."""
 
 from __future__ import annotations
 
@@ -26,14 +27,34 @@ class _Recorder:
         self.lost = error or ConnectionError("closed")
 
 
-def _received_before_the_close(transport_class: Any) -> bytes:
+class _CountingSocket:
+    """A socket that counts its recv calls."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.recv_calls = sock, 0
+
+    def recv(self, size: int) -> bytes:
+        self.recv_calls += 1
+        return self.sock.recv(size)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+
+def _received_before_the_close(transport_class: Any, payload: bytes = b"SaslAuthenticate: refused") -> bytes:
     """What the protocol receives when the answer and the peer's close are in one read."""
+    return _received(transport_class, payload)[0]
+
+
+def _received(transport_class: Any, payload: bytes) -> tuple[bytes, int]:
+    """What the protocol receives of `payload`, sent with the peer's close, and the recv calls made."""
     net = NetworkSelector()
     ours, peer = socket.socketpair()
     ours.setblocking(False)
-    peer.sendall(b"SaslAuthenticate: refused")
+    peer.sendall(payload)
     peer.close()  # both wait in the socket before the transport's first read
-    transport = transport_class(net, ours)
+    counting = _CountingSocket(ours)
+    transport = transport_class(net, counting)
     protocol = _Recorder()
     transport.set_protocol(protocol)
 
@@ -48,7 +69,7 @@ def _received_before_the_close(transport_class: Any) -> bytes:
     finally:
         net.close()
     assert protocol.lost is not None, "the close was never reported"
-    return b"".join(protocol.data)
+    return b"".join(protocol.data), counting.recv_calls
 
 
 def test_the_bytes_read_with_the_close_reach_the_protocol_before_the_close() -> None:
@@ -59,3 +80,10 @@ def test_kafka_pythons_own_transport_still_drops_them() -> None:
     """Why kafka_python_net exists: when this fails, kafka-python keeps the bytes itself and the
     module can go."""
     assert _received_before_the_close(KafkaTCPTransport) == b""
+
+
+def test_a_large_answer_arrives_whole_in_large_reads() -> None:
+    payload = bytes(range(256)) * 640  # 160 KiB: what a socket pair holds before it is read
+    data, recv_calls = _received(_TCPTransport, payload)
+    assert data == payload
+    assert recv_calls <= 4, recv_calls  # kafka-python's 4 KiB reads: 40 calls and more
