@@ -106,9 +106,17 @@ def build(force: bool = False) -> Path | None:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="eos-class-archive-") as work:
         argv += [str(TRAINING_SCRIPT), work]
-        done = subprocess.run(
-            argv, env=spark_submit_env(), capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
-        )
+        try:
+            done = subprocess.run(
+                argv, env=spark_submit_env(), capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
+            )
+        except subprocess.TimeoutExpired:  # run() has killed it
+            partial.unlink(missing_ok=True)
+            raise RuntimeError(
+                f"the class-data archive's training job ran past {BUILD_TIMEOUT_S} s (it takes ~40 s "
+                "on a quiet 2-core machine) and was stopped; jobs run without the archive. Write it "
+                "later with: python -m eos_ingest.class_archive"
+            ) from None
     if done.returncode != 0 or not partial.is_file():
         partial.unlink(missing_ok=True)
         raise RuntimeError(
@@ -133,7 +141,11 @@ def main() -> None:
     )
     parser.add_argument("--force", action="store_true", help="write it again even if it exists")
     args = parser.parse_args()
-    if build(force=args.force) is None:
+    try:
+        built = build(force=args.force)
+    except RuntimeError as exc:  # the reason and the way out, without a traceback
+        sys.exit(f"class_archive: {exc}")
+    if built is None:
         print("no java or no Spark jars (run 'make setup'): no class-data archive", file=sys.stderr)
 
 

@@ -62,3 +62,21 @@ def test_no_jars_means_no_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert class_archive.archive_key() is None
     assert class_archive.java_options() is None
     assert class_archive.build() is None
+
+
+def test_a_training_job_past_its_deadline_is_stopped_and_leaves_no_archive(
+    state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow = tmp_path / "spark-submit"
+    slow.write_text("#!/bin/sh\nexec sleep 30\n")
+    slow.chmod(0o755)
+    monkeypatch.setattr("eos_ingest.submit.spark_submit_binary", lambda: str(slow))
+    monkeypatch.setattr(class_archive, "BUILD_TIMEOUT_S", 1)
+    monkeypatch.setattr("sys.argv", ["class_archive"])
+    with pytest.raises(SystemExit) as stopped:
+        class_archive.main()
+    assert "ran past 1 s" in str(stopped.value.code) and "python -m eos_ingest.class_archive" in str(
+        stopped.value.code
+    )
+    key = class_archive.archive_key()
+    assert key is not None and not list(class_archive.archive_file(key).parent.glob("driver-*"))
