@@ -3,7 +3,7 @@
 The pipeline declares librdkafka settings once; the planner, the gate's count and verify use them
 as they are (confluent-kafka), and Spark's Kafka source needs the Java client's spelling:
 
-* keys that mean the same in both are copied;
+* keys that mean the same in both are copied; ``fetch.wait.max.ms`` is Java's ``fetch.max.wait.ms``;
 * ``sasl.username`` / ``sasl.password`` become one ``sasl.jaas.config`` line, quoted by JAAS rules;
 * the TLS material (``ssl.ca.location``, ``ssl.ca.pem``, a client certificate and key) becomes PEM
   truststore / keystore options whose value is the PEM text itself, read here on the driver: Spark
@@ -58,6 +58,8 @@ def java_kafka_options(kafka_settings: Mapping[str, str]) -> dict[str, str]:
             options[key] = value
         elif key == "security.protocol":
             options[key] = value.upper()  # librdkafka accepts sasl_ssl; Java's parser wants SASL_SSL
+        elif key == "fetch.wait.max.ms":
+            options["fetch.max.wait.ms"] = value  # the same wait, spelt the Java client's way
         elif key == "ssl.endpoint.identification.algorithm":
             # librdkafka spells "no host name check" `none`, Java an empty value.
             options[key] = "" if value.lower() == "none" else value

@@ -13,7 +13,8 @@ from eos_ingest.airflow_conn import connection_settings_from_env
 from eos_ingest.config import load_pipeline
 from eos_ingest.errors import ConfigError
 from eos_ingest.kafka_java import jaas_quoted
-from eos_ingest.reader import spark_kafka_options
+from eos_ingest.planner import PlannedRange
+from eos_ingest.reader import read_options, spark_kafka_options
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -103,7 +104,7 @@ def test_client_certificate_files_become_a_pem_keystore(tmp_path: Path) -> None:
         ({"ssl.ca.location": "/nowhere/ca.pem"}, "ssl.ca.location"),
         ({"ssl.certificate.pem": CA}, "ssl.key.location or ssl.key.pem"),
         ({"ssl.ca.pem": "not a certificate"}, "ssl.ca.pem"),
-        ({"fetch.wait.max.ms": "5"}, "fetch.wait.max.ms"),
+        ({"fetch.min.bytes": "5"}, "fetch.min.bytes"),
     ],
 )
 def test_settings_without_a_java_equivalent_are_refused_by_name(settings: dict[str, str], named: str) -> None:
@@ -161,3 +162,15 @@ def test_the_readme_sasl_ssl_example_loads_and_translates(
     assert options["kafka.security.protocol"] == "SASL_SSL"
     assert options["kafka.sasl.jaas.config"] == f'{SCRAM} required username="eos-ingest" password="pä-wörd";'
     assert options["kafka.ssl.truststore.certificates"] == CA
+
+
+def test_the_read_waits_briefly_at_the_end_of_the_log_unless_the_pipeline_says_otherwise() -> None:
+    # A range planned up to the last stable offset ends with a commit marker: Spark's consumer asks
+    # past it, and the broker answers after fetch.max.wait.ms (500 ms by default) per task.
+    ranges = [PlannedRange("t", 0, 5, 9)]
+    options = read_options({"bootstrap.servers": "b:1"}, ranges)
+    assert options["kafka.fetch.max.wait.ms"] == "10"
+    assert options["kafka.isolation.level"] == "read_committed"
+    assert json.loads(options["endingOffsets"]) == {"t": {"0": 9}}
+    own = read_options({"bootstrap.servers": "b:1", "fetch.wait.max.ms": "250"}, ranges)
+    assert own["kafka.fetch.max.wait.ms"] == "250"
