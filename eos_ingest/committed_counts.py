@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 import kafka.errors as kafka_errors
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from eos_ingest import librdkafka_clients
 from eos_ingest.errors import KafkaAccessError, KafkaUnavailableError
 from eos_ingest.header_counts import NeedsTheConsumer, count_from_headers
 from eos_ingest.kafka_offsets import transient
@@ -36,7 +37,8 @@ _POLL_S = 0.2
 
 def read_committed_consumer(kafka_settings: Mapping[str, str]) -> Consumer:
     """A consumer of no group's offsets that sees committed records only and reports the log's end."""
-    return Consumer(
+    return librdkafka_clients.build(
+        Consumer,
         {
             # The broker answers a fetch at the end of the log after this long (librdkafka: 500 ms);
             # a count ends there, so do not wait. The pipeline's settings may still set it.
@@ -47,7 +49,7 @@ def read_committed_consumer(kafka_settings: Mapping[str, str]) -> Consumer:
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "error",
-        }
+        },
     )
 
 

@@ -27,6 +27,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception
 
+from eos_ingest import librdkafka_clients
 from eos_ingest.errors import KafkaAccessError, KafkaUnavailableError, TopicNotFoundError
 from eos_ingest.identity import KafkaIdentity
 from eos_ingest.planner import PartitionOffsets
@@ -129,7 +130,7 @@ def _watched_admin(kafka_settings: Mapping[str, str], timeout_s: float) -> _Admi
     watch = _QuietLibrdkafkaLog()
     conf: dict[str, Any] = {"socket.timeout.ms": int(timeout_s * 1000), **kafka_settings}
     conf.setdefault("logger", watch)
-    return _Admin(AdminClient(conf), watch)
+    return _Admin(librdkafka_clients.build(AdminClient, conf), watch)
 
 
 def transient(exc: BaseException) -> bool:
@@ -414,7 +415,8 @@ def first_record_timestamps(
     if not positions:
         return found
     watch = _QuietLibrdkafkaLog()
-    consumer = Consumer(
+    consumer = librdkafka_clients.build(
+        Consumer,
         {
             # A partition with nothing past its position answers (end of log) after this long.
             "fetch.wait.max.ms": 10,
@@ -428,7 +430,7 @@ def first_record_timestamps(
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "latest",
-        }
+        },
     )
     answered = False
     try:
