@@ -118,16 +118,14 @@ def parse(
     ddl = f"{config.value.schema}, {_CORRUPT} STRING"
     text = F.col("value").cast("string")
     parsed = F.from_json(text, ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
+    type_changed = _type_changed(text, config.payload_columns)
     # A row that parsed is settled first: CASE WHEN stops there, so get_json_object (a second
     # parse of the whole value, re-serialized) runs only for the few rows that did not parse.
     error = (
         F.when(F.col("value").isNull(), F.lit("null value (tombstone): a JSON value was expected"))
         .when(F.col("_parsed").isNotNull() & F.col(f"_parsed.{_CORRUPT}").isNull(), F.lit(None))
         .when(F.get_json_object(text, "$").isNull(), F.lit("value is not valid JSON"))
-        .when(
-            _type_changed(text, config.payload_columns).isNotNull(),
-            _type_changed(text, config.payload_columns),
-        )
+        .when(type_changed.isNotNull(), type_changed)
         .otherwise(F.lit(f"value does not match the declared schema: {config.value.schema}"))
     )
     if key_error is not None:
