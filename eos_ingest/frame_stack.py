@@ -7,10 +7,10 @@ mmap and one munmap per such call. Measured with the import run through `in_one_
 of a whole `eos-ingest audit` of 950,000 rows 47,600 -> 1,244, its wall 1.86 -> 1.55 s (medians of
 5, alternated); of a 10,000-record `eos-ingest run` 55,000 -> 7,400 (most of those the JVM's).
 
-`in_one_chunk` calls the function from a frame that declares a large value stack it never uses:
-that frame gets a chunk of its own of twice its size, and every frame the call opens fits in the
-other half, so no chunk is mapped or unmapped until it returns. The unused half costs address
-space only; the pages the call touches are those it would have touched anyway.
+`in_one_chunk` calls the function from a frame that declares a 512 KiB value stack it never uses:
+that frame gets a 1 MiB chunk of its own, and every frame the call opens fits in the other half, so
+no chunk is mapped or unmapped until it returns. The unused value stack costs address space only
+(its pages are never touched); the frames after it touch what they would have touched anyway.
 """
 
 from __future__ import annotations
