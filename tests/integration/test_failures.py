@@ -156,3 +156,41 @@ def test_two_attempts_at_one_batch_one_commits_and_the_zombie_is_fenced(
     assert done.records_read == 300
     report = verify_pipeline(spark, config)
     assert report.ok and report.expected == 300, report.to_dict()
+
+
+@pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)  # the job's side; plan's: unit
+def test_a_kafka_setting_refused_in_the_job_writes_nothing_and_the_fixed_config_ingests_once(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
+) -> None:
+    """The pipeline's file gets a setting librdkafka refuses after the batch was planned: the job
+    ends with one ConfigError line (exit 2) before any write, the offsets stay, and once the file
+    is fixed the next plan reads the same records once."""
+    topic = make_topic(partitions=2)
+    config, store, batch = planned_batch(kafka_bootstrap, topic, make_pipeline, control_db_url)
+    before = store.committed_offsets(config.name)
+    bad = make_pipeline(
+        [topic], control_db_url, kafka={"bootstrap.servers": kafka_bootstrap, "fetch.wait.max.ms": "-5"}
+    )
+    assert bad.source == config.source  # the same file, edited
+
+    code, out = finish(start_job(bad, batch.batch_id, tmp_path / "job.log"), tmp_path / "job.log")
+
+    assert code == 2, out[-5000:]
+    refused = [line for line in out.splitlines() if line.startswith("eos-ingest: ConfigError: ")]
+    assert len(refused) == 1 and '"fetch.wait.max.ms" value -5 is outside allowed range' in refused[0], out[
+        -5000:
+    ]
+    assert "Traceback" not in out, out[-5000:]
+    assert store.get_batch(batch.batch_id).status.value == "failed"  # frees the slot; offsets did not move
+    assert store.committed_offsets(config.name) == before
+    assert not DeltaTable.is_deltatable(str(config.output_path))
+    assert not DeltaTable.is_deltatable(str(config.quarantine_path))
+
+    fixed = make_pipeline([topic], control_db_url)
+    again, _ = plan_batch(fixed, store)
+    assert again is not None and again.ranges == batch.ranges
+    code, out = finish(start_job(fixed, again.batch_id, tmp_path / "rerun.log"), tmp_path / "rerun.log")
+    assert code == 0, out[-5000:]
+    assert spark.read.format("delta").load(str(config.output_path)).count() == 300
+    report = verify_pipeline(spark, config)  # an independent read_committed rescan of the topic
+    assert report.ok and report.expected == 300, report.to_dict()

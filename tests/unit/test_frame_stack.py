@@ -8,6 +8,7 @@ minor page faults count. The baseline run shows the effect exists here (else the
 from __future__ import annotations
 
 import resource
+from collections.abc import Callable
 
 import pytest
 
@@ -34,7 +35,7 @@ def _every_depth() -> None:
         _descend(depth)
 
 
-def _minor_faults(run) -> int:  # type: ignore[no-untyped-def]
+def _minor_faults(run: Callable[[], object]) -> int:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     run()
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
