@@ -17,7 +17,8 @@
 // Copied from Delta Lake v4.4.0 (storage-s3-dynamodb/src/main/java/io/delta/storage/), Apache-2.0,
 // because the delta-storage-s3-dynamodb artifact is not reachable from this project's Maven
 // repository. Changes: the package; no Guava @VisibleForTesting; InputStream.transferTo instead
-// of commons-io. Keep in step with the delta version in pom.xml.
+// of commons-io; stripUserInfo is protected (JdbcLogStore resolves table paths as write() does).
+// Keep in step with the delta version in pom.xml.
 package eos.ingest.delta;
 
 import java.io.IOException;
@@ -454,7 +455,7 @@ public abstract class BaseExternalLogStore extends HadoopFileSystemLogStore {
     /**
      * Returns path stripped user info.
      */
-    private Path stripUserInfo(Path path) {
+    protected Path stripUserInfo(Path path) {
         final URI uri = path.toUri();
 
         try {
