@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections import Counter
@@ -45,3 +46,58 @@ def commit_entries(control_db_url: str, table_prefix: str) -> list[tuple[str, st
     finally:
         engine.dispose()
     return [(r[0], r[1], bool(r[2])) for r in rows]
+
+
+def spark_app_argv(app: Path) -> list[str]:
+    """spark-submit of `app` (a Python Spark application) on local[1], with the s3a jars and the
+    commit coordinator as the s3a log store, as eos-ingest starts its own jobs."""
+    from eos_ingest.object_storage import LOG_STORE_CONF
+    from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF, local_jars
+    from eos_ingest.submit import spark_submit_binary
+
+    argv = [spark_submit_binary(), "--master", "local[1]", "--driver-memory", "512m",
+            "--jars", ",".join(local_jars(object_storage=True))]  # fmt: skip
+    for key, value in {**DELTA_CONF, **LOCAL_CONF, "spark.log.level": "WARN", **LOG_STORE_CONF}.items():
+        argv += ["--conf", f"{key}={value}"]
+    return [*argv, str(app)]
+
+
+def s3_objects(access_env: dict[str, str], prefix: str) -> list[str]:
+    """Every object under s3a://`prefix` (bucket/key paths), listed with pyarrow's S3 client."""
+    from pyarrow.fs import FileSelector, S3FileSystem
+
+    from eos_ingest.object_storage import S3A, S3Access
+
+    access = S3Access.from_env(access_env)
+    fs = S3FileSystem(access_key=access.access_key, secret_key=access.secret_key,
+                      endpoint_override=access.endpoint, scheme="http", region="us-east-1")  # fmt: skip
+    try:
+        found = fs.get_file_info(FileSelector(prefix.removeprefix(S3A), recursive=True, allow_not_found=True))
+    except FileNotFoundError:  # a prefix emptied meanwhile: s3proxy drops its folders as they empty
+        return []
+    return [f.path for f in found if f.type.name == "File"]
+
+
+def delete_objects(access_env: dict[str, str], prefix: str) -> None:
+    """Deletes every object under s3a://`prefix`, as an operator deleting a table would."""
+    from pyarrow.fs import S3FileSystem
+
+    from eos_ingest.object_storage import S3Access
+
+    access = S3Access.from_env(access_env)
+    fs = S3FileSystem(access_key=access.access_key, secret_key=access.secret_key,
+                      endpoint_override=access.endpoint, scheme="http", region="us-east-1")  # fmt: skip
+    # One DeleteObject per key: s3proxy's filesystem provider stalls on a multi-object delete.
+    # Deepest first; a folder marker pyarrow leaves behind (re-creating an emptied parent) goes
+    # in a later round.
+    for _ in range(5):
+        left = sorted(s3_objects(access_env, prefix), key=lambda p: -p.count("/"))
+        if not left:
+            return
+        for path in left:
+            try:
+                fs.delete_file(path)
+            except OSError:  # gone, or a folder marker ("<path>/")
+                with contextlib.suppress(OSError):
+                    fs.delete_dir(path)
+    raise AssertionError(f"objects left under {prefix}: {s3_objects(access_env, prefix)}")
