@@ -1,0 +1,179 @@
+"""A control DB that stops answering in the middle of a commit: the commit coordinator's JDBC
+connection goes through a TCP proxy (in this test) that, once armed, stops forwarding at the
+commit's entry insert (the INSERT is held, never answered) and leaves every new connection
+unanswered. The commit fails within the store's timeouts with one error naming them, instead of
+hanging while Delta's lock on the path is held; the Delta table is as before; once the proxy
+forwards again, the next commit succeeds. On s3proxy with a PostgreSQL control DB (no mock)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from eos_ingest.object_storage import S3Access, coordinator_conf, delta_rs_uri
+from eos_ingest.submit import spark_submit_env
+from tests.s3a_helpers import commit_entries, spark_app_argv
+
+pytestmark = pytest.mark.integration
+postgres_only = pytest.mark.parametrize("control_db_url", ["postgresql"], indirect=True)
+
+APP = Path(__file__).with_name("s3a_coordinator_app.py")
+TIMEOUT_S = 5  # socket_timeout and login_timeout of the store in this test
+COMMIT_INSERT = b"INSERT INTO eos_delta_commits"
+
+
+class StallingProxy:
+    """Forwards 127.0.0.1:<port> to the database. Armed, it stops at the first client message
+    carrying the commit insert: that connection forwards nothing more, and connections opened
+    after it are accepted but never forwarded, until resume() drops them all."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.armed, self.stalled = threading.Event(), threading.Event()
+        self.held: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _hold(self, *socks: socket.socket) -> None:
+        with self.lock:
+            self.held.extend(socks)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            if self.stalled.is_set():
+                self._hold(client)
+                continue
+            upstream = socket.create_connection(self.target, timeout=10)
+            upstream.settimeout(None)
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if from_client and self.armed.is_set() and COMMIT_INSERT in data:
+                    self.armed.clear()
+                    self.stalled.set()
+                if self.stalled.is_set():
+                    self._hold(src, dst)  # the database stops answering this connection
+                    return
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def resume(self) -> None:
+        """Forwards again; the held connections are dropped (as by a database restart)."""
+        self.stalled.clear()
+        with self.lock:
+            held, self.held = self.held, []
+        for s in held:
+            s.close()
+
+    def close(self) -> None:
+        self.server.close()
+        self.resume()
+
+
+def wait_for(path: Path, job: subprocess.Popen[str], log: Path, timeout_s: float = 600) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if job.poll() is not None:
+            pytest.fail(f"the app exited ({job.returncode}):\n{log.read_text()[-5000:]}")
+        if time.monotonic() > deadline:
+            job.kill()
+            pytest.fail(f"the app did not write {path.name} in time:\n{log.read_text()[-5000:]}")
+        time.sleep(0.1)
+
+
+@postgres_only
+def test_a_database_that_stops_answering_mid_commit_fails_the_commit_in_bounded_time(
+    s3_server, control_db_url, tmp_path
+) -> None:
+    db = make_url(control_db_url)
+    proxy = StallingProxy(db.host or "127.0.0.1", db.port or 5432)
+    jdbc = coordinator_conf(control_db_url)["eos.delta.jdbc.url"]
+    through_proxy = jdbc.replace(f"{db.host}:{db.port}", f"127.0.0.1:{proxy.port}", 1)
+    assert through_proxy != jdbc, jdbc
+    settings = {
+        # Every statement is sent with its text (no server-side prepared statements), so the proxy
+        # sees the insert.
+        "eos.delta.jdbc.url": through_proxy + ("&" if "?" in through_proxy else "?") + "prepareThreshold=0",
+        "eos.delta.jdbc.socket_timeout": str(TIMEOUT_S),
+        "eos.delta.jdbc.login_timeout": str(TIMEOUT_S),
+        "eos.delta.jdbc.connect_timeout": str(TIMEOUT_S),
+    }
+    table = f"s3a://{s3_server.make_bucket()}/stalled"
+    env = {**spark_submit_env(), **s3_server.env, "EOS_TEST_CONTROL_DB_URL": control_db_url,
+           "EOS_TEST_JDBC_SETTINGS": json.dumps(settings)}  # fmt: skip
+    log, out = tmp_path / "app.log", tmp_path / "app.out"
+    with log.open("w") as err, out.open("w") as stdout:
+        job = subprocess.Popen(
+            [*spark_app_argv(APP), "stall", table, str(tmp_path)],
+            env=env,
+            stdout=stdout,
+            stderr=err,
+            text=True,
+        )
+    try:
+        wait_for(tmp_path / "ready", job, log)
+        proxy.armed.set()
+        (tmp_path / "go").touch()
+        wait_for(tmp_path / "tried", job, log)
+        assert proxy.stalled.is_set(), "the commit's insert never reached the proxy"
+        lines = out.read_text().splitlines()
+        assert lines[0] == "committed 0", lines
+        outcome = lines[1].split(" ", 2)
+        assert outcome[0] == "failed", lines
+        # Bounded: one socket_timeout for the held insert, one login_timeout for the retry on a
+        # new connection, and Spark's own work around them.
+        assert float(outcome[1]) < 4 * TIMEOUT_S + 20, lines
+        assert "did not answer in time (eos.delta.jdbc.socket_timeout=5 s, login_timeout=5 s" in outcome[2], (
+            lines
+        )
+
+        # The table is as it was: version 0 only, no entry for version 1.
+        from deltalake import DeltaTable
+
+        options = S3Access.from_env(s3_server.env).storage_options()
+        read = DeltaTable(delta_rs_uri(table), storage_options=options)
+        assert read.version() == 0
+        assert read.to_pyarrow_table()["n"].to_pylist() == [0]
+        assert [n for _, n, _ in commit_entries(control_db_url, table) if n.startswith(f"{1:020d}")] == []
+
+        # The database answers again: the next commit succeeds, as version 1.
+        proxy.resume()
+        (tmp_path / "again").touch()
+        assert job.wait(timeout=600) == 0, log.read_text()[-5000:]
+        assert out.read_text().splitlines()[2:] == ["committed 1"]
+        read = DeltaTable(delta_rs_uri(table), storage_options=options)
+        assert read.version() == 1
+        assert sorted(read.to_pyarrow_table()["n"].to_pylist()) == [0, 2]
+        entries = [(n, done) for path, n, done in commit_entries(control_db_url, table) if path == table]
+        assert sorted({int(n.split(".")[0]) for n, _ in entries}) == [0, 1] and all(d for _, d in entries), (
+            entries
+        )
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait(timeout=60)
+        proxy.close()
