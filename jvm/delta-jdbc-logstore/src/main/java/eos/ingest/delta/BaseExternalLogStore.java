@@ -17,7 +17,9 @@
 // Copied from Delta Lake v4.4.0 (storage-s3-dynamodb/src/main/java/io/delta/storage/), Apache-2.0,
 // because the delta-storage-s3-dynamodb artifact is not reachable from this project's Maven
 // repository. Changes: the package; no Guava @VisibleForTesting; InputStream.transferTo instead
-// of commons-io; stripUserInfo is protected (JdbcLogStore resolves table paths as write() does).
+// of commons-io; stripUserInfo is protected (JdbcLogStore resolves table paths as write() does);
+// fixDeltaLog is protected (JdbcLogStore's read() completes an entry); write() completes its own
+// entry when its copy to N.json failed (completeEntry, below) instead of only logging it.
 // Keep in step with the delta version in pom.xml.
 package eos.ingest.delta;
 
@@ -255,10 +257,12 @@ public abstract class BaseExternalLogStore extends HadoopFileSystemLogStore {
             // Step 2.2: Create externals store entry E(N, T(N), complete=false)
             putExternalEntry(entry, false); // overwrite=false
 
+            boolean copied = false;
             try {
                 // Step 3: COMMIT the commit to the delta log.
                 //         Copy T(N) -> N.json with overwrite=false
                 writeCopyTempFile(fs, entry.absoluteTempPath(), resolvedPath);
+                copied = true;
 
                 // Step 4: ACKNOWLEDGE the commit
                 writePutCompleteDbEntry(entry);
@@ -266,6 +270,24 @@ public abstract class BaseExternalLogStore extends HadoopFileSystemLogStore {
                 LOG.info(
                     "{}: ignoring recoverable error", e.getClass().getSimpleName(), e
                 );
+                if (!copied) {
+                    // The entry is the commit: this write must not fail. But Delta reads N.json's
+                    // status straight from the FileSystem as soon as write() returns
+                    // (FileSystemBasedCommitCoordinatorClient.doCommit: fs.getFileStatus), so
+                    // complete the entry now, as a reader would (copy T(N) -> N.json only if
+                    // absent, then mark the entry complete). This thread holds the lock on N.json
+                    // (fixDeltaLog would wait for it forever). If that fails too, the entry is left
+                    // for the next listFrom/read/write to complete.
+                    try {
+                        completeEntry(fs, entry);
+                    } catch (Throwable again) {
+                        LOG.warn(
+                            "commit {} of {} is decided (its entry is stored) but {} could not be"
+                                + " written ({}): the next read or listing of the log completes it",
+                            entry.fileName, tablePath, resolvedPath, again.toString()
+                        );
+                    }
+                }
             }
         } catch (java.lang.InterruptedException e) {
             throw new InterruptedIOException(e.getMessage());
@@ -386,7 +408,7 @@ public abstract class BaseExternalLogStore extends HadoopFileSystemLogStore {
      *   exists and a concurrent writer has already copied the contents of T(N).
      * - We will never see one when writing to the external cache since overwrite=true.
      */
-    private void fixDeltaLog(FileSystem fs, ExternalCommitEntry entry) throws IOException {
+    protected void fixDeltaLog(FileSystem fs, ExternalCommitEntry entry) throws IOException {
         if (entry.complete) {
             return;
         }
@@ -394,37 +416,47 @@ public abstract class BaseExternalLogStore extends HadoopFileSystemLogStore {
         final Path targetPath = entry.absoluteFilePath();
         try {
             pathLock.acquire(targetPath);
-
-            int retry = 0;
-            boolean copied = false;
-            while (true) {
-                LOG.info("trying to fix: {}", entry.fileName);
-                try {
-                    if (!copied && !fs.exists(targetPath)) {
-                        fixDeltaLogCopyTempFile(fs, entry.absoluteTempPath(), targetPath);
-                        copied = true;
-                    }
-                    fixDeltaLogPutCompleteDbEntry(entry);
-                    LOG.info("fixed file {}", entry.fileName);
-                    return;
-                } catch (java.nio.file.FileAlreadyExistsException e) {
-                    LOG.info("file {} already copied: {}:",
-                        entry.fileName, e.getClass().getSimpleName(), e);
-                    copied = true;
-                    // Don't return since we still need to mark the DB entry as complete. This will
-                    // happen when we execute the main try block on the next while loop iteration
-                } catch (Throwable e) {
-                    LOG.info("{}:", e.getClass().getSimpleName(), e);
-                    if (retry >= 3) {
-                        throw e;
-                    }
-                }
-                retry += 1;
-            }
+            completeEntry(fs, entry);
         } catch (java.lang.InterruptedException e) {
             throw new InterruptedIOException(e.getMessage());
         } finally {
             pathLock.release(targetPath);
+        }
+    }
+
+    /**
+     * The body of `fixDeltaLog`, for a caller that holds the lock on N.json: copies T(N) into
+     * N.json unless N.json exists (a FileAlreadyExistsException means a concurrent repairer copied
+     * it: the same T(N), so the same bytes), then marks the entry complete (only the entry naming
+     * T(N) is updated). Up to 4 tries.
+     */
+    private void completeEntry(FileSystem fs, ExternalCommitEntry entry) throws IOException {
+        final Path targetPath = entry.absoluteFilePath();
+        int retry = 0;
+        boolean copied = false;
+        while (true) {
+            LOG.info("trying to fix: {}", entry.fileName);
+            try {
+                if (!copied && !fs.exists(targetPath)) {
+                    fixDeltaLogCopyTempFile(fs, entry.absoluteTempPath(), targetPath);
+                    copied = true;
+                }
+                fixDeltaLogPutCompleteDbEntry(entry);
+                LOG.info("fixed file {}", entry.fileName);
+                return;
+            } catch (java.nio.file.FileAlreadyExistsException e) {
+                LOG.info("file {} already copied: {}:",
+                    entry.fileName, e.getClass().getSimpleName(), e);
+                copied = true;
+                // Don't return since we still need to mark the DB entry as complete. This will
+                // happen when we execute the main try block on the next while loop iteration
+            } catch (Throwable e) {
+                LOG.info("{}:", e.getClass().getSimpleName(), e);
+                if (retry >= 3) {
+                    throw e;
+                }
+            }
+            retry += 1;
         }
     }
 

@@ -23,6 +23,7 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.Properties;
 import java.util.regex.Pattern;
+import io.delta.storage.CloseableIterator;
 import io.delta.storage.internal.FileNameUtils;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileStatus;
@@ -40,9 +41,18 @@ import org.slf4j.LoggerFactory;
  * T(N) to N.json and (4) marking E complete. Step 2 IS the commit: the first insert of (table, N)
  * wins, any other writer gets FileAlreadyExistsException (Delta then re-reads the log, checks for
  * conflicts and retries at N+1), and every later reader or writer that sees an incomplete E copies
- * T(N) to N.json itself. So a writer that stops after step 2, however long (a zombie), cannot lose
+ * T(N) to N.json itself (a listing of the log for the latest entry, a read of a missing N.json for
+ * its own). So a writer that stops after step 2, however long (a zombie), cannot lose
  * a commit nor have two: there is no lease to expire. Here step 2 is
  * {@code INSERT ... ON CONFLICT DO NOTHING}: atomic in PostgreSQL, one row or none.
+ *
+ * <p>A writer whose copy (step 3) fails does not fail the commit: it completes its entry at once
+ * the way a reader does (copy only if N.json is absent, then mark complete; up to 4 tries), because
+ * Delta asks the FileSystem for N.json's status as soon as write() returns. Only if that fails too
+ * does write() return with the entry unfinished; Delta's commit call then fails on the missing
+ * N.json (FileNotFoundException) although the commit is decided, and the next listing, read or
+ * write of the log completes it. Repairs are idempotent: every repairer copies the same T(N) with
+ * overwrite=false, and only the entry naming T(N) is marked complete.
  *
  * <p>Settings (Hadoop configuration, or the same key with a {@code spark.} prefix):
  * {@code eos.delta.jdbc.url}, {@code eos.delta.jdbc.user}, {@code eos.delta.jdbc.password},
@@ -83,8 +93,8 @@ public class JdbcLogStore extends BaseExternalLogStore {
    * file to a Delta version's N.json in this JVM (the commit's step 3, after its entry is
    * inserted) fails once with an IOException, after writing N.json's path into that file; when
    * {@value #FAIL_COPY_TABLE_ENV} is set, only a copy into that table's log counts. The commit
-   * stands (BaseExternalLogStore treats the failed copy as recoverable): its entry stays
-   * incomplete until a reader or the next writer copies the temporary file.
+   * stands (the entry is the commit): the writer then completes its entry as a reader would
+   * (fixDeltaLog's copy, which this hook does not touch), before write() returns.
    */
   public static final String FAIL_COPY_ONCE_ENV = "EOS_FAULT_DELTA_FAIL_COPY_ONCE";
   public static final String FAIL_COPY_TABLE_ENV = "EOS_FAULT_DELTA_FAIL_COPY_TABLE";
@@ -417,6 +427,29 @@ public class JdbcLogStore extends BaseExternalLogStore {
       while (true) Thread.sleep(1000);
     } catch (InterruptedException e) {
       throw new InterruptedIOException("paused commit interrupted");
+    }
+  }
+
+  /**
+   * Reads a log file. A commit file (N.json) that is missing while its entry is stored and
+   * unfinished (its writer's copy failed, or the writer died after its insert) is completed first,
+   * as listFrom completes the latest entry: a reader never sees a decided commit as absent. The
+   * entry is looked up only when the file is missing, so a normal read costs no query.
+   */
+  @Override
+  public CloseableIterator<String> read(Path path, Configuration hadoopConf) throws IOException {
+    try {
+      return super.read(path, hadoopConf);
+    } catch (FileNotFoundException missing) {
+      if (!FileNameUtils.isDeltaFile(path)) throw missing;
+      FileSystem fs = path.getFileSystem(hadoopConf);
+      Path resolved = stripUserInfo(fs.makeQualified(path));
+      if (resolved.getParent() == null || !"_delta_log".equals(resolved.getParent().getName())) throw missing;
+      Optional<ExternalCommitEntry> entry =
+          getExternalEntry(getTablePath(resolved).toString(), resolved.getName());
+      if (entry.isEmpty() || entry.get().complete) throw missing;
+      fixDeltaLog(fs, entry.get());
+      return super.read(path, hadoopConf);
     }
   }
 
