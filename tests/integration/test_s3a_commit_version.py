@@ -1,10 +1,13 @@
 """The Delta version a batch records on an s3a table is the version of the commit that carries it,
-even when the commit's last step fails: JdbcLogStore's test-only hook (EOS_FAULT_DELTA_FAIL_COPY_ONCE)
-makes the copy of the batch's temporary file to `<N>.json` fail once. For the store that is
-recoverable (the entry, the commit itself, is in the control DB; a reader or the next writer copies
-the file), so the batch commits; the control DB must record N (not N-1, which delta-rs, knowing
-nothing of the coordinator, still reads), and once a Spark read completes the entry, delta-rs sees
-N with the batch's rows. On s3proxy with a PostgreSQL control DB."""
+even when the commit's copy to `<N>.json` fails: JdbcLogStore's test-only hook
+(EOS_FAULT_DELTA_FAIL_COPY_ONCE) makes the writer's copy of the batch's temporary file to
+`<N>.json` fail once. The entry (the commit) is already in the control DB, so the store does not
+fail the commit: the writer completes its entry as a reader would, before Delta (which asks the
+FileSystem for `<N>.json` right after the store's write) looks. So the batch commits, the control
+DB records N (what Delta's commit returned), the entry is complete, and a later read (delta-rs,
+which knows nothing of the coordinator, and Spark) sees N with every record once. With a store
+that only logs the failed copy, the batch fails (FileNotFoundException on `<N>.json` inside
+Delta's commitIfNeeded). On s3proxy with a PostgreSQL control DB."""
 
 from __future__ import annotations
 
@@ -56,9 +59,9 @@ def test_a_batch_whose_log_file_copy_failed_records_the_version_of_its_commit(
     name = log_file.rsplit("/", 1)[1]
     version = int(name.split(".")[0])
     assert version > version_before
-    # The commit is decided (its entry) but its log file is not there: delta-rs reads N-1.
-    assert (table, name, False) in commit_entries(control_db_url, table)
-    assert delta_rs_table(table).version() == version - 1  # type: ignore[union-attr]
+    # The copy failed, yet the entry is complete and N.json is there: the writer completed it.
+    assert (table, name, True) in commit_entries(control_db_url, table)
+    assert delta_rs_table(table).version() == version  # type: ignore[union-attr]
 
     # The control DB records the version of the commit that carries the batch.
     engine = create_engine(control_db_url)
@@ -73,12 +76,12 @@ def test_a_batch_whose_log_file_copy_failed_records_the_version_of_its_commit(
         engine.dispose()
     assert recorded == version, f"recorded {recorded}, the batch's commit is version {version}"
 
-    # A Spark read (verify) completes the entry; then delta-rs sees N and every record once.
+    # A later read sees N and every record once: Spark (verify) and delta-rs.
     verify = cli("verify", "--config", str(config.source), env=env)
     assert verify.returncode == 0, verify.stdout + verify.stderr[-4000:]
     report = json.loads(verify.stdout)
     assert (report["ok"], report["missing"], report["duplicates"]) == (True, 0, 0), report
-    assert (table, name, True) in commit_entries(control_db_url, table)
-    assert delta_rs_table(table).version() >= version  # type: ignore[union-attr]
+    assert all(done for _, _, done in commit_entries(control_db_url, table))
+    assert delta_rs_table(table).version() == version  # type: ignore[union-attr]
     committed = {(p, o) for p, o, _ in read_committed(kafka_bootstrap, topic, 2)}
     assert identities(table, topic) == Counter(dict.fromkeys(committed, 1))
