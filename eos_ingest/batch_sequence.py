@@ -14,10 +14,9 @@ import json
 import logging
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eos_ingest import parser, quality, schema_evolution, writer
 from eos_ingest.config import PipelineConfig
@@ -28,8 +27,8 @@ from eos_ingest.errors import (
     FencedError,
     PartialWriteError,
     SchemaEvolutionError,
-    WriteError,
 )
+from eos_ingest.fault_points import pause_if_asked
 from eos_ingest.identity import check_batch_identity
 from eos_ingest.kafka_offsets import fetch_identity
 from eos_ingest.reader import read_ranges
@@ -37,6 +36,8 @@ from eos_ingest.redact import redact_text, secrets_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from eos_ingest.staged_write import StagedReplace
 
 log = logging.getLogger(__name__)
 
@@ -127,14 +128,19 @@ def execute_batch(
     evolution = schema_evolution.evolve(spark, kafka_rows, config)
     batch_config = evolution.config
     parsed = parser.parse(kafka_rows, batch_config, batch_id, evolution.avro)
-    observed, observation = parser.observe_split(parsed, batch_id)
-    staged = None
-    try:
-        table_txn = _txn(config, batch, fence, "table")
-        store.check_fence(batch_id, fence)  # a zombie stages nothing
+    table_txn = _txn(config, batch, fence, "table")
+    rows = parser.output_rows(parsed, batch_config)  # the table's rows (a skipped write's gate reads them)
+    observation: list[Any] = []  # the counts observed by the try's staged write
+    splits: list[parser.Split] = []  # the counts of each try that reached its gate
+    quarantine_write: Future[int] | None = None
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eos-quarantine")
+
+    def stage_table() -> StagedReplace:
         # One Spark pass reads, parses, counts (observed) and writes the table's files; they are
         # committed only after the gate (staged_write.py), so no reader sees them before.
-        staged = writer.stage(
+        observed, observed_by = parser.observe_split(parsed, batch_id)
+        observation[:] = [observed_by]
+        return writer.stage(
             spark,
             parser.output_rows(observed, batch_config),
             str(config.output_path),
@@ -144,16 +150,26 @@ def execute_batch(
             txn=table_txn,
             merge_schema=evolution.merge_schema,
         )
-        split = None if staged.skipped else parser.observed_split(observation)
+
+    def gate_table(staged: StagedReplace) -> None:
+        nonlocal quarantine_write
+        split = None if staged.skipped else parser.observed_split(observation[0])
         if split is None or split.quarantined or split.unknown_fields or split.type_changed:
             # What is still to read from the batch (its counts when Delta skipped the write,
             # the quarantine's rows, the names of dropped fields) comes from one more pass, cached.
             parsed.persist(StorageLevel.MEMORY_AND_DISK)
         if split is None:
             split = parser.count_split(parsed)
-        good, bad = split.good, split.quarantined
+        if splits and split != splits[0]:
+            # A try after a lost conflict reads the ranges again: a compacted topic, say, may
+            # give fewer records than the first try's gate and quarantine had. Start over.
+            raise PartialWriteError(
+                f"batch {batch_id}: the ranges read differently when the table's replace was staged "
+                f"again after a concurrent writer won ({splits[0]} then {split}); nothing of this try "
+                "is committed and the batch stays planned: a rerun reads and checks them anew"
+            )
+        splits.append(split)
         schema_evolution.check_parsed(parsed, split, batch_config, batch_id)
-        rows = parser.output_rows(parsed, batch_config)  # a retried write's rows
         log.info("batch %s: phase %s", batch_id, "gate")
         if recount is None:
             log.warning(
@@ -166,49 +182,49 @@ def execute_batch(
                 rows if staged.skipped else staged.read_back(rows.schema).where(f"batch_id = {batch_id}")
             )
             quality.gate(
-                spark, config, batch, checked, bad, recount=recount, staged=None if staged.skipped else staged
-            )
+                spark, config, batch, checked, split.quarantined, recount=recount,
+                staged=None if staged.skipped else staged,
+            )  # fmt: skip
         log.info("batch %s: phase %s", batch_id, "write")
-        _pause_if_asked(PAUSE_BEFORE_TABLE_COMMIT_ENV)
+        if quarantine_write is None:
+            # The table's commit and the quarantine's replace are two tables' Delta commits (0.6-0.9 s
+            # each, mostly the driver's): side by side. Both land before the control commit
+            # publishes the batch; if either fails the batch stays planned, and a rerun replaces both.
+            quarantine_write = pool.submit(write_quarantine, split.quarantined)
 
-        def write_quarantine() -> int:
-            quarantine = parser.quarantine_rows(parsed, batch_config)
-            if not bad:
-                # An empty replace: limit(0) plans as an empty relation, so Kafka is not read again,
-                # and no Python worker starts (createDataFrame([]) is a Python RDD: ~1 s per job).
-                quarantine = quarantine.limit(0)
-            return writer.replace_ranges(
-                spark,
-                quarantine,
-                str(config.quarantine_path),
-                batch.ranges,
-                batch_id,
-                txn=_txn(config, batch, fence, "quarantine"),
-                before_write=lambda: store.check_fence(batch_id, fence),
-            ).version
+    def write_quarantine(bad: int) -> int:
+        quarantine = parser.quarantine_rows(parsed, batch_config)
+        if not bad:
+            # An empty replace: limit(0) plans as an empty relation, so Kafka is not read again,
+            # and no Python worker starts (createDataFrame([]) is a Python RDD: ~1 s per job).
+            quarantine = quarantine.limit(0)
+        return writer.replace_ranges(
+            spark,
+            quarantine,
+            str(config.quarantine_path),
+            batch.ranges,
+            batch_id,
+            txn=_txn(config, batch, fence, "quarantine"),
+            before_write=lambda: store.check_fence(batch_id, fence),
+        ).version
 
-        # The table's commit and the quarantine's replace are two tables' Delta commits (0.6-0.9 s
-        # each, mostly the driver's): side by side. Both land before the control commit publishes
-        # the batch; if either fails the batch stays planned, and a rerun replaces both.
-        # The table's error, if any, is raised once the quarantine's write is done (`with` waits).
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="eos-quarantine") as pool:
-            quarantine_write = pool.submit(write_quarantine)
-            version = writer.replace_ranges(
-                spark,
-                rows,
-                str(config.output_path),
-                batch.ranges,
-                batch_id,
-                config.output.partition_by,
-                txn=table_txn,
-                before_write=lambda: store.check_fence(batch_id, fence),
-                merge_schema=evolution.merge_schema,
-                staged=staged,
-            ).version
+    try:
+        # Every try that commits is one whose staged files passed the gate (a lost conflict stages
+        # and gates anew); the quarantine's replace is written once, beside the first commit try.
+        version = writer.commit_staged(
+            stage_table,
+            str(config.output_path),
+            batch_id,
+            txn=table_txn,
+            check=gate_table,
+            before_write=lambda: store.check_fence(batch_id, fence),  # a zombie stages nothing
+            before_commit=lambda: pause_if_asked(PAUSE_BEFORE_TABLE_COMMIT_ENV),
+        ).version
+        assert quarantine_write is not None  # the gate of the try that committed started it
         try:  # the table holds the batch now: whatever fails next must leave it planned
             quarantine_version = quarantine_write.result()
-        except WriteError as exc:
-            if exc.retriable:
+        except Exception as exc:
+            if isinstance(exc, EosIngestError) and exc.retriable:
                 raise
             raise PartialWriteError(
                 f"batch {batch_id}: the table {config.output_path} was written but the quarantine "
@@ -216,12 +232,13 @@ def execute_batch(
                 "replaces the ranges in both (fix the quarantine table first if the cause persists)"
             ) from exc
     finally:
-        if staged is not None:
-            staged.abort()  # uncommitted files only: a no-op once the commit was tried
+        pool.shutdown(wait=True)  # the quarantine's write ends before the batch's fate is decided
         parsed.unpersist()
+    split = splits[-1]
+    good, bad = split.good, split.quarantined
 
     log.info("batch %s: phase %s", batch_id, "written")
-    _pause_if_asked(PAUSE_BEFORE_COMMIT_ENV)
+    pause_if_asked(PAUSE_BEFORE_COMMIT_ENV)
     _check_identity(config, store, batch)
     log.info("batch %s: phase %s", batch_id, "commit")
     store.commit_batch(
@@ -263,17 +280,6 @@ def _txn(config: PipelineConfig, batch: Batch, fence: int, table: str) -> writer
     fence (a zombie) after a newer one is skipped by Delta itself."""
     app_id = writer.txn_app_id(config.name, batch.batch_id, batch.created_at.isoformat(), table)
     return writer.Txn(app_id, fence)
-
-
-def _pause_if_asked(variable: str) -> None:
-    marker = os.environ.get(variable)
-    if not marker:
-        return
-    path = Path(marker)
-    path.write_text(str(os.getpid()))
-    deadline = time.monotonic() + 600
-    while path.exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
 
 
 def _error_text(config: PipelineConfig, exc: Exception) -> str:

@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from eos_ingest import table_features
+from eos_ingest.errors import ConfigError
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
@@ -50,6 +53,7 @@ class StagedReplace:
     _txn: Any = None
     _actions: Any = None
     _operation: Any = None
+    _tags: Any = None
     _done: bool = False
 
     def read_back(self, schema: StructType) -> DataFrame:
@@ -103,8 +107,10 @@ class StagedReplace:
             return None
 
     def commit(self) -> int | None:
-        """Commit the staged actions; the new Delta version, None when skipped. Raises Delta's
-        concurrent-modification errors as any write does (the caller retries with a fresh write)."""
+        """Commit the staged actions as Delta's own write does (commitIfNeeded, with the write's
+        commit tags: row tracking reads them); the version of that commit, or None when nothing
+        was committed (skipped, or a replace with nothing to add or remove, without a txn). Raises
+        Delta's concurrent-modification errors as any write does (the caller stages anew)."""
         if self._done:
             raise RuntimeError(f"the staged replace into {self.path} was already committed or aborted")
         self._done = True
@@ -113,14 +119,23 @@ class StagedReplace:
         active = _active_txn(self._spark)
         active.setActive(self._txn)
         try:
-            return int(self._txn.commit(self._actions, self._operation))
+            version = self._txn.commitIfNeeded(self._actions, self._operation, self._tags)
         finally:
             active.clearActive()
+        return int(version.get()) if version.isDefined() else None
+
+    def abort_lost_commit(self) -> None:
+        """abort() after a commit that lost to a concurrent writer: Delta raises its
+        concurrent-modification errors before it writes the log entry, so no version holds the
+        files and they are deleted as if the commit had not been tried."""
+        self._done = False
+        self.abort()
 
     def abort(self) -> None:
-        """Delete the staged files (never referenced by the log). Best effort: a file left behind
-        is invisible to readers and VACUUM removes it. Never after a commit was tried: an error
-        from the commit does not prove that no log entry points at the files."""
+        """Delete the staged files (never referenced by the log: added_paths holds only files this
+        write made, never a live file re-added with a deletion vector). Best effort: a file left
+        behind is invisible to readers and VACUUM removes it. Never after a commit was tried: an
+        error from the commit does not prove that no log entry points at the files."""
         if self._done:
             return
         self._done = True
@@ -168,15 +183,21 @@ def stage_replace(
     # As in WriteIntoDelta.run: the transaction is the thread's active one while it writes.
     active.setActive(txn)
     try:
+        if txn.readVersion() >= 0:  # a feature set since the plan: refused before any file is written
+            table_features.check(path, table_features.shape_of_txn(txn))
         if command.hasBeenExecuted(txn, jspark, jvm.scala.Some(delta_options)):
             return StagedReplace(path, True, (), spark)
-        actions = command.write(txn, jspark, none, False)
+        tagged = command.writeAndReturnCommitData(txn, jspark, none, False)
     finally:
         active.clearActive()
+    actions = tagged.actions()
+    # The files this write made. An AddFile with a deletion vector re-adds a live file (a replace
+    # over part of it): never the staged write's to read back as new or to delete on abort.
     added = tuple(
         str(actions.apply(i).path())
         for i in range(actions.size())
         if actions.apply(i).getClass().getSimpleName() == "AddFile"
+        and actions.apply(i).deletionVector() is None
     )
     operation = delta.DeltaOperations.Write(
         overwrite,
@@ -189,7 +210,15 @@ def stage_replace(
         none,
         none,
     )
-    return StagedReplace(path, False, added, spark, txn.readVersion() < 0, txn, actions, operation)
+    staged = StagedReplace(
+        path, False, added, spark, txn.readVersion() < 0, txn, actions, operation, tagged.stringTags()
+    )
+    try:  # what the commit would write: a new table takes the session's defaults (deletion vectors...)
+        table_features.check(path, table_features.shape_of_txn(txn))
+    except ConfigError:
+        staged.abort()
+        raise
+    return staged
 
 
 def _remove_empty_folders(fs: Any, folder: Any) -> None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from eos_ingest.errors import ConfigError, EosIngestError, PartialWriteError, WriteConflictError, WriteError
+from eos_ingest.errors import ConfigError, PartialWriteError, WriteConflictError, WriteError
 from eos_ingest.object_storage import delta_rs_uri, storage_options
 from eos_ingest.planner import PlannedRange
 from eos_ingest.staged_write import StagedReplace, stage_replace
@@ -46,6 +46,12 @@ DEFAULT_BACKOFF_S = 1.0
 HISTORY_DEPTH = 100
 # Delta's error class for a written row outside the replaceWhere predicate.
 _REPLACE_WHERE_MISMATCH = "DELTA_REPLACE_WHERE_MISMATCH"
+# A written row that breaks a CHECK constraint of the table, named; the replaceWhere predicate is
+# checked as a constraint too, named EXPRESSION(...): that one is a row outside the batch's ranges.
+_TABLE_CONSTRAINT = re.compile(
+    r"DELTA_VIOLATE_CONSTRAINT_WITH_VALUES\] CHECK constraint (?!EXPRESSION\()(\S+)"
+)
+_NOT_NULL_VIOLATED = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
 
 
 @dataclass(frozen=True)
@@ -174,9 +180,32 @@ def stage(
             write_options(batch_id, txn, merge_schema),
         )
     except Exception as exc:
-        if _REPLACE_WHERE_MISMATCH in str(exc):
-            raise WriteError(f"Delta replace of batch {batch_id} into {path} failed: {exc}") from exc
+        message = " ".join(_java_message(exc).split())  # one line, without the JVM's stack
+        broken = _TABLE_CONSTRAINT.search(message)
+        if broken or _NOT_NULL_VIOLATED in message:
+            # A CHECK or NOT NULL constraint of the table (Delta reports a CHECK one inside a
+            # replaceWhere mismatch): the records or the constraint must change, a rerun would fail
+            # alike, so the batch fails; nothing was written.
+            name = broken.group(1) if broken else "<name>"
+            raise WriteError(
+                f"batch {batch_id}: a record breaks a constraint of the Delta table at {path} "
+                f"({message}); nothing was written: fix the records with a backfill after the "
+                f"producer's fix, or change the constraint (ALTER TABLE delta.`{path}` DROP "
+                f"CONSTRAINT {name})"
+            ) from exc
+        if _REPLACE_WHERE_MISMATCH in message:
+            raise WriteError(f"Delta replace of batch {batch_id} into {path} failed: {message}") from exc
         raise
+
+
+def _java_message(exc: BaseException) -> str:
+    """The message of the Java exception under a Py4J error (its text without the JVM's stack),
+    else the Python text."""
+    java = getattr(exc, "java_exception", None)
+    try:
+        return str(java.getMessage()) if java is not None else str(exc)
+    except Exception:  # a JVM that went away: the Python text will do
+        return str(exc)
 
 
 def replace_ranges(
@@ -192,9 +221,9 @@ def replace_ranges(
     attempts: int | None = None,
     backoff_s: float = DEFAULT_BACKOFF_S,
     merge_schema: bool = False,
-    staged: StagedReplace | None = None,
 ) -> ReplaceResult:
-    """Replace the rows of `ranges` in the Delta table at `path` with `rows`.
+    """Replace the rows of `ranges` in the Delta table at `path` with `rows`: commit_staged of
+    stage(rows, ...), with no check between the two (the quarantine table, tools, tests).
 
     The same replaceWhere write also creates a new table (partitioned). There is deliberately no
     "append when the table does not exist yet" branch: two attempts of a first batch would both see
@@ -203,45 +232,84 @@ def replace_ranges(
     On an existing table Delta also checks that every written row matches the predicate, so a row
     outside the batch's ranges fails the write (on the first write the gate's range check covers it).
 
-    A concurrent-modification error is retried up to `attempts` tries in all (default
-    $EOS_WRITE_CONFLICT_ATTEMPTS or 5), then raises the retriable WriteConflictError. `before_write`
-    runs before every try (the caller's fence check: its error propagates, nothing is written).
-    With `txn`, Delta skips the write when the table already holds one of the same app id with a
-    fence >= txn.fence; the result's written_by_fence then tells whose write the table holds.
-    Any other failure of the write is a WriteError; a failure after the write landed (reading its
-    version) is a PartialWriteError.
-
     `merge_schema` adds the columns of `rows` the table lacks (Delta's mergeSchema; the batch's new
     columns under value.schema_evolution: add_columns). Without it too, a column the table has and
     `rows` lack is kept and gets null in the replaced ranges: a replace never drops a column.
+    """
+    del spark  # the rows carry their session; kept so every Spark step takes the session first
+    return commit_staged(
+        lambda: stage(
+            rows.sparkSession, rows, path, ranges, batch_id, partition_by, txn=txn, merge_schema=merge_schema
+        ),
+        path,
+        batch_id,
+        txn=txn,
+        before_write=before_write,
+        attempts=attempts,
+        backoff_s=backoff_s,
+    )
 
-    `staged`: the same replace of the same `rows`, already written by stage() and not committed;
-    the first try commits it, and a try after a conflict writes `rows` afresh (the staged files,
-    stale then, are left to VACUUM).
+
+def commit_staged(
+    stage_once: Callable[[], StagedReplace],
+    path: str,
+    batch_id: int,
+    *,
+    txn: Txn | None = None,
+    check: Callable[[StagedReplace], None] | None = None,
+    before_write: Callable[[], None] | None = None,
+    before_commit: Callable[[], None] | None = None,
+    attempts: int | None = None,
+    backoff_s: float = DEFAULT_BACKOFF_S,
+) -> ReplaceResult:
+    """Stage a replace (stage_once), `check` it (the batch's gate), commit it; when the commit
+    loses to a concurrent writer, all three again, from a fresh stage: every write that commits is
+    one that its check passed, never a second write made after the check.
+
+    `before_write` (the caller's fence check: its error propagates, nothing is written) runs before
+    each stage and again before each commit; `before_commit` runs before the first commit only (a
+    test's fault point). Up to `attempts` tries in all (default $EOS_WRITE_CONFLICT_ATTEMPTS or 5),
+    then the retriable WriteConflictError. An error of the stage (the Kafka read under it, a data
+    loss) or of the check is raised as it came; a failed commit is a WriteError; a commit whose
+    version cannot be read a PartialWriteError. With `txn`, Delta skips a stage whose app id already
+    holds a write of a fence >= txn.fence; the result's written_by_fence then says whose write the
+    table holds. The version is the one Delta's own commit returned (a commit coordinator's too),
+    read from the log only when this try committed nothing.
     """
     import delta.exceptions  # noqa: F401  (installs the conversion of Delta's conflict errors)
-
-    del spark  # the rows carry their session; kept so every Spark step takes the session first
 
     tries = attempts if attempts is not None else conflict_attempts()
     made = 0
 
-    def write() -> None:
+    def once() -> tuple[StagedReplace, int | None]:
         nonlocal made
         made += 1
         if before_write is not None:
             before_write()
-        if staged is not None and made == 1:
-            staged.commit()  # a conflict here is retried below as a fresh write of `rows`
-            return
-        writer = rows.write.format("delta").mode("overwrite").option("replaceWhere", ranges_predicate(ranges))
-        writer.options(**write_options(batch_id, txn, merge_schema)).partitionBy(*partition_by).save(path)
+        staged = stage_once()
+        try:
+            if check is not None:
+                check(staged)
+            if before_write is not None:
+                before_write()
+            if before_commit is not None and made == 1:
+                before_commit()
+            try:
+                return staged, staged.commit()
+            except Exception as exc:
+                if is_conflict(exc):
+                    staged.abort_lost_commit()
+                    raise  # retried below, from a fresh stage
+                raise WriteError(f"Delta replace of batch {batch_id} into {path} failed: {exc}") from exc
+        finally:
+            staged.abort()  # uncommitted files only: a no-op once the commit was tried
 
     def conflicted(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
         log.warning(
-            "batch %s: Delta replace into %s lost to a concurrent writer (try %s of %s, %s); retrying in %.1f s",
+            "batch %s: Delta replace into %s lost to a concurrent writer (try %s of %s, %s); "
+            "staging it anew in %.1f s",
             batch_id, path, state.attempt_number, tries, type(exc).__name__, wait,
         )  # fmt: skip
 
@@ -253,9 +321,7 @@ def replace_ranges(
         reraise=True,
     )
     try:
-        retrying(write)
-    except EosIngestError:
-        raise  # from before_write: e.g. FencedError, nothing written
+        staged, version = retrying(once)
     except Exception as exc:
         if is_conflict(exc):
             raise WriteConflictError(
@@ -263,7 +329,11 @@ def replace_ranges(
                 f"times ({type(exc).__name__}); nothing of it landed and the batch stays planned: run "
                 f"it again (raise {CONFLICT_ATTEMPTS_ENV} for more tries per job)"
             ) from exc
-        raise WriteError(f"Delta replace of batch {batch_id} into {path} failed: {exc}") from exc
+        raise
+    if made > 1:
+        log.info("batch %s: Delta replace into %s landed at try %s", batch_id, path, made)
+    if version is not None:
+        return ReplaceResult(version, made, txn.fence if txn is not None else None)
     try:
         version, fence = version_written_by(path, batch_id)
     except Exception as exc:
@@ -271,9 +341,7 @@ def replace_ranges(
             f"Delta replace of batch {batch_id} into {path} ran, but its version could not be read: "
             f"{exc}; the batch stays planned: run it again"
         ) from exc
-    if made > 1:
-        log.info("batch %s: Delta replace into %s landed at try %s", batch_id, path, made)
-    if txn is not None and fence is not None and fence != txn.fence:
+    if staged.skipped and txn is not None and fence is not None and fence != txn.fence:
         log.warning(
             "batch %s: Delta skipped this attempt's replace into %s (fence %s): the table holds the "
             "write of fence %s, a newer attempt",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -21,6 +21,7 @@ from eos_ingest import parser, writer
 from eos_ingest.config import PipelineConfig, load_pipeline
 from eos_ingest.planner import PlannedRange
 from eos_ingest.reader import read_ranges
+from eos_ingest.staged_write import StagedReplace
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -52,30 +53,28 @@ def kafka_like_rows(spark: SparkSession, first: int) -> DataFrame:
 def batch(spark: SparkSession, config: PipelineConfig, batch_id: int, first: int) -> None:
     ranges = [PlannedRange("t", 0, first, first + ROWS)]
     parsed = parser.parse(kafka_like_rows(spark, first), config, batch_id)
-    observed, observation = parser.observe_split(parsed, batch_id)
     txn = writer.Txn(f"class-archive/{batch_id}/table", 1)
-    staged = writer.stage(
-        spark,
-        parser.output_rows(observed, config),
-        str(config.output_path),
-        ranges,
-        batch_id,
-        config.output.partition_by,
-        txn=txn,
-    )
-    parser.observed_split(observation)
     rows = parser.output_rows(parsed, config)
-    staged.read_back(rows.schema).where(f"batch_id = {batch_id}").toArrow()
-    writer.replace_ranges(
-        spark,
-        rows,
-        str(config.output_path),
-        ranges,
-        batch_id,
-        config.output.partition_by,
-        txn=txn,
-        staged=staged,
-    )
+    observation: list[Any] = []
+
+    def stage() -> StagedReplace:
+        observed, observed_by = parser.observe_split(parsed, batch_id)
+        observation.append(observed_by)
+        return writer.stage(
+            spark,
+            parser.output_rows(observed, config),
+            str(config.output_path),
+            ranges,
+            batch_id,
+            config.output.partition_by,
+            txn=txn,
+        )
+
+    def check(staged: StagedReplace) -> None:
+        parser.observed_split(observation[-1])
+        staged.read_back(rows.schema).where(f"batch_id = {batch_id}").toArrow()
+
+    writer.commit_staged(stage, str(config.output_path), batch_id, txn=txn, check=check)
     quarantine = parser.quarantine_rows(parsed, config)
     writer.replace_ranges(
         spark,

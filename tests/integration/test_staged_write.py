@@ -1,7 +1,7 @@
 """The staged replace (staged_write.py): the table's files are written in the batch's one pass
 and committed only after the gate. Until the commit no reader sees them (Spark nor delta-rs), an
 abort deletes them, a kill leaves the table as it was and the rerun lands once, a commit that loses
-to a concurrent writer is retried as a fresh write, and an older fence stages nothing."""
+to a concurrent writer is staged and checked anew, and an older fence stages nothing."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from deltalake import DeltaTable
 
 from eos_ingest.errors import WriteError
 from eos_ingest.planner import PlannedRange
-from eos_ingest.writer import Txn, replace_ranges, stage
+from eos_ingest.staged_write import StagedReplace
+from eos_ingest.writer import Txn, commit_staged, replace_ranges, stage
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +54,7 @@ def test_staged_files_are_invisible_until_the_commit_and_a_killed_attempt_leaves
 
     # A kill here: neither commit nor abort. The next attempt stages and commits on its own.
     rerun = stage(spark, make_rows(spark, 0, "new", range(100)), path, wider, 2, txn=Txn(APP.format(2), 2))
-    result = replace_ranges(spark, None, path, wider, 2, txn=Txn(APP.format(2), 2), staged=rerun)  # type: ignore[arg-type]
+    result = commit_staged(lambda: rerun, path, 2, txn=Txn(APP.format(2), 2))
     assert result.attempts == 1 and result.written_by_fence == 2
     assert values(path) == [(0, o, "new") for o in range(100)]  # once each, old rows replaced
     assert spark.read.format("delta").load(path).count() == 100
@@ -85,24 +86,35 @@ def test_an_aborted_staged_replace_deletes_its_files_and_commits_nothing(spark, 
     assert not Path(fresh).exists()
 
 
-def test_a_staged_commit_that_loses_to_a_concurrent_writer_is_retried_as_a_fresh_write(
+def test_a_staged_commit_that_loses_to_a_concurrent_writer_is_staged_and_checked_anew(
     spark, tmp_path
 ) -> None:
     path = str(tmp_path / "table")
     seed = make_rows(spark, 0, "seed", range(1)).union(make_rows(spark, 1, "seed", range(1)))
     replace_ranges(spark, seed, path, [PlannedRange("t", 0, 0, 1), PlannedRange("t", 1, 0, 1)], 1)
     mine = [PlannedRange("t", 0, 0, 1)]
-    rows = make_rows(spark, 0, "mine", range(1))
+    tries: list[StagedReplace] = []
+    checked: list[list[str]] = []
 
-    staged = stage(spark, rows, path, mine, 2, txn=Txn(APP.format(2), 1))
-    # Another writer commits between this batch's staging and its commit (during its gate).
-    replace_ranges(spark, make_rows(spark, 1, "other", range(1)), path, [PlannedRange("t", 1, 0, 1)], 3)
-    result = replace_ranges(
-        spark, rows, path, mine, 2, txn=Txn(APP.format(2), 1), staged=staged, backoff_s=0.1
-    )
+    def stage_mine() -> StagedReplace:
+        tries.append(stage(spark, make_rows(spark, 0, f"mine-{len(tries) + 1}", range(1)), path, mine, 2))
+        return tries[-1]
 
-    assert result.attempts == 2  # the staged commit conflicted; the fresh write landed
-    assert values(path) == [(0, 0, "mine"), (1, 0, "other")]
+    def check(staged: StagedReplace) -> None:  # the gate: reads what the commit will publish
+        back = staged.read_back(make_rows(spark, 0, "").schema).where("kafka_partition = 0")
+        checked.append(sorted(r.v for r in back.collect()))  # (a rewrite keeps partition 1's row too)
+        if len(checked) == 1:  # another writer commits between this try's staging and its commit
+            replace_ranges(
+                spark, make_rows(spark, 1, "other", range(1)), path, [PlannedRange("t", 1, 0, 1)], 3
+            )
+
+    result = commit_staged(stage_mine, path, 2, txn=Txn(APP.format(2), 1), check=check, backoff_s=0.1)
+
+    assert result.attempts == 2 and len(tries) == 2  # the first commit conflicted; a new stage landed
+    assert checked == [["mine-1"], ["mine-2"]]  # each try's own files passed the check before its commit
+    assert values(path) == [(0, 0, "mine-2"), (1, 0, "other")]
+    assert not set(tries[0].added_paths) & parquet_files(path)  # the losing try's files are deleted
+    assert result.version == DeltaTable(path).version()  # the version Delta's commit returned
 
 
 def test_an_older_fence_stages_nothing_and_the_table_keeps_the_newer_write(spark, tmp_path) -> None:
@@ -114,7 +126,7 @@ def test_an_older_fence_stages_nothing_and_the_table_keeps_the_newer_write(spark
 
     zombie = stage(spark, make_rows(spark, 0, "zombie"), path, ranges, 7, txn=Txn(app, 1))
     assert zombie.skipped and not zombie.added_paths and parquet_files(path) == before
-    result = replace_ranges(spark, None, path, ranges, 7, txn=Txn(app, 1), staged=zombie)  # type: ignore[arg-type]
+    result = commit_staged(lambda: zombie, path, 7, txn=Txn(app, 1))
     assert (result.version, result.written_by_fence) == (winner.version, 2)
     assert {v for _, _, v in values(path)} == {"winner"}
 
@@ -161,7 +173,7 @@ def test_read_back_holds_the_new_rows_and_the_rows_a_row_level_rewrite_keeps(spa
     assert sorted((r.kafka_offset, r.v) for r in back.collect()) == sorted(
         [(o, "new") for o in range(4)] + [(o, "old") for o in range(4, 20)]
     )
-    replace_ranges(spark, new, path, [PlannedRange("t", 0, 0, 4)], 2, staged=staged)
+    commit_staged(lambda: staged, path, 2)
     assert values(path) == [(0, o, "new") for o in range(4)] + [(0, o, "old") for o in range(4, 20)]
 
 

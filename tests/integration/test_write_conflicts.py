@@ -230,3 +230,50 @@ def test_a_superseded_attempt_writes_nothing_and_its_late_write_is_skipped_by_de
     done = store.get_batch(batch.batch_id)
     assert done.status.value == "committed" and done.fence == winner_fence
     assert verify_pipeline(spark, config).ok
+
+
+@sqlite_only
+def test_a_commit_that_loses_a_conflict_is_staged_and_gated_anew_and_records_deleted_meanwhile_fail_it_as_lost(
+    spark, kafka_bootstrap, kafka_admin, make_topic, make_pipeline, control_db_url, tmp_path
+) -> None:
+    """Issue 31, item 3: the write after a lost conflict reads the ranges again. It is a staged
+    write checked by the gate like the first, so a record deleted by retention in between fails
+    the batch as OffsetsLostError (exit 2), as any read of lost offsets does, never a WriteError."""
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    topic = make_topic(partitions=1)
+    producer = TxProducer(kafka_bootstrap)
+    producer.transaction(topic, [{"id": i, "name": "x", "amount": 1.0} for i in range(100)], commit=True)
+    config = make_pipeline([topic], control_db_url)
+    assert ingest_once(spark, config) is not None
+    producer.transaction(topic, [{"id": i, "name": "x", "amount": 1.0} for i in range(100, 300)], commit=True)
+    store = open_store(config)
+    batch, _ = plan_batch(config, store)  # good records only: nothing is cached, a retry reads Kafka
+    assert batch is not None
+    before = store.committed_offsets(config.name)
+
+    pause, log = tmp_path / "pause", tmp_path / "job.log"
+    argv = spark_submit_argv(config.source, batch.batch_id, master="local[1]", driver_memory="1g")
+    env = {**spark_submit_env(), PAUSE_BEFORE_TABLE_COMMIT_ENV: str(pause)}
+    with log.open("w") as out:
+        job = subprocess.Popen(
+            argv, env=env, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )
+        wait_for_pause(job, pause, log)  # staged and gated: 200 records
+        # Another writer commits (the staged commit will conflict), and retention deletes records
+        # of the batch's range before the retry reads it again.
+        spark.sql(f"ALTER TABLE delta.`{config.output_path}` SET TBLPROPERTIES ('eos.test.conflict' = '1')")
+        (deleted,) = kafka_admin.delete_records(
+            [KafkaTopicPartition(topic, 0, 150)], request_timeout=30
+        ).values()
+        assert deleted.result(30).low_watermark == 150
+        pause.unlink()
+        code = job.wait(timeout=300)
+    out_text = log.read_text()
+
+    assert code == 2, out_text[-5000:]
+    assert "OffsetsLostError" in out_text and "WriteError" not in out_text, out_text[-5000:]
+    done = store.get_batch(batch.batch_id)
+    assert done.status.value == "failed" and "OffsetsLostError" in (done.error or "")
+    assert store.committed_offsets(config.name) == before
+    assert delta_count(spark, config.output_path) == 100  # nothing of batch 2 was committed
