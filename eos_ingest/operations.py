@@ -46,7 +46,11 @@ def plan_batch(
     Kafka's cluster id and topic ids, read with the offsets, are checked against the recorded ones
     first (TopicRecreatedError / ClusterMismatchError, exit 2). A pending batch whose ranges Kafka
     has deleted since raises OffsetsLostError before any Spark work; with allow_data_loss it is
-    abandoned and a new batch planned from the log start."""
+    abandoned and a new batch planned from the log start.
+
+    A table with a Delta feature the staged replace cannot keep its guarantees on (deletion
+    vectors, column mapping, ...: table_features.py) is refused first, with ConfigError."""
+    check_tables(config)
     snapshot = fetch_snapshot(config.kafka_settings, config.topics)
     offsets = snapshot.offsets
     note = "data loss accepted by --allow-data-loss" if allow_data_loss else None
@@ -65,6 +69,15 @@ def plan_batch(
         log_starts={TopicPartition(o.topic, o.partition): o.log_start for o in offsets},
         allow_data_loss=allow_data_loss,
     )
+
+
+def check_tables(config: PipelineConfig) -> None:
+    """ConfigError naming the table, the feature and the fix when the table or the quarantine
+    table has a Delta feature a batch's staged replace refuses (table_features.py)."""
+    from eos_ingest import table_features
+
+    for location in (config.output_path, config.quarantine_path):
+        table_features.check_location(location)
 
 
 def catch_up_target(config: PipelineConfig) -> dict[TopicPartition, int]:
@@ -180,9 +193,11 @@ def record_backfill(
 ) -> tuple[Batch, BackfillRequest]:
     """Check a backfill request (backfill.PARAM_KEYS) and record its planned batch.
 
-    An invalid request raises BackfillRangeError or ConfigError before anything is written.
+    An invalid request raises BackfillRangeError or ConfigError before anything is written; so
+    does a table with a Delta feature the staged replace refuses (table_features.py).
     """
     request = parse_request(params, config.topics)
+    check_tables(config)
     return create_backfill(config, store, request, airflow_run_id=airflow_run_id), request
 
 
