@@ -22,6 +22,7 @@ from eos_ingest.control_schema import (
     offsets,
     topic_identities,
     utc_now,
+    vacuum_locks,
 )
 from eos_ingest.errors import FencedError, PlanError
 from eos_ingest.identity import TopicIdentity
@@ -72,6 +73,12 @@ def lock_pipeline(conn: Connection, pipeline: str) -> None:
         conn.execute(
             text("SELECT pg_advisory_xact_lock(:key)"), {"key": advisory_key(f"eos:pipeline:{pipeline}")}
         )
+
+
+def vacuum_lock(conn: Connection, pipeline: str, now: datetime) -> Row[Any] | None:
+    """The pipeline's VACUUM lock while it is held (not expired), else None."""
+    where = (vacuum_locks.c.pipeline == pipeline) & (vacuum_locks.c.expires_at > now)
+    return conn.execute(select(vacuum_locks).where(where)).first()
 
 
 def committed(conn: Connection, pipeline: str) -> dict[TopicPartition, int]:

@@ -183,6 +183,22 @@ topic_identities = Table(
 )
 
 
+vacuum_locks = Table(
+    "eos_vacuum_lock",
+    metadata,
+    # Held by `eos-ingest maintain` from its last check that no batch is in flight to the end of its
+    # VACUUM (schema version 3): while it is held no attempt takes a fence, so none stages files that
+    # a VACUUM with a short retention could delete before they are committed. expires_at bounds a
+    # lock whose maintain died (a VACUUM spares files newer than its start, so only the lock's first
+    # moments matter; see maintenance.py).
+    Column("pipeline", String(200), nullable=False),
+    Column("holder", Text, nullable=False),
+    Column("taken_at", UtcDateTime, nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),
+    PrimaryKeyConstraint("pipeline", name="pk_eos_vacuum_lock"),
+)
+
+
 def _v2_topic_identity(conn: Connection) -> None:
     """Version 2: the per (pipeline, topic) identity table and eos_batch_ranges.topic_id. Existing
     pipelines have no recorded identity; their next plan records the current one."""
@@ -190,8 +206,13 @@ def _v2_topic_identity(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE eos_batch_ranges ADD COLUMN topic_id VARCHAR(64)"))
 
 
+def _v3_vacuum_lock(conn: Connection) -> None:
+    """Version 3: the per-pipeline VACUUM lock that take_fence respects."""
+    vacuum_locks.create(conn)
+
+
 # MIGRATIONS[i] moves a database from version i + 1 to i + 2. Append only; never edit a released one.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v2_topic_identity,)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v2_topic_identity, _v3_vacuum_lock)
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 
 

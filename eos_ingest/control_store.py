@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 
 from sqlalchemy import Connection, and_, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, ProgrammingError
@@ -24,9 +25,10 @@ from eos_ingest.control_schema import (
     batches,
     offsets,
     utc_now,
+    vacuum_locks,
 )
 from eos_ingest.control_schema import ensure_schema as _ensure_schema
-from eos_ingest.errors import BackfillRangeError, BatchStateError, FencedError
+from eos_ingest.errors import BackfillRangeError, BatchStateError, FencedError, MaintenanceBusyError
 from eos_ingest.identity import KafkaIdentity, TopicIdentity, check_identities
 from eos_ingest.planner import Plan, PlannedRange, TopicPartition
 from eos_ingest.redact import redact_text
@@ -34,6 +36,10 @@ from eos_ingest.redact import redact_text
 __all__ = ["Batch", "BatchKind", "BatchStatus", "ControlStore", "RangeRecord"]
 
 log = logging.getLogger(__name__)
+
+# An abandoned batch counts as in flight this long after the abandon: an attempt of it that passed
+# its last fence check just before may still be committing its staged files to Delta.
+ABANDONED_IN_FLIGHT = timedelta(minutes=10)
 
 
 class ControlStore:
@@ -341,9 +347,21 @@ class ControlStore:
     # -- run and commit --------------------------------------------------------------------------
 
     def take_fence(self, batch_id: int) -> int:
-        """Step 2: increment a planned batch's fence and return it; only that value can commit."""
+        """Step 2: increment a planned batch's fence and return it; only that value can commit.
+
+        While maintain holds the pipeline's VACUUM lock no fence is given (MaintenanceBusyError,
+        retriable): the attempt would stage files that the VACUUM could delete."""
 
         def run(conn: Connection) -> int:
+            batch = self._require(conn, batch_id)
+            lock = q.vacuum_lock(conn, batch.pipeline, utc_now())
+            if lock is not None and batch.status is BatchStatus.PLANNED:
+                raise MaintenanceBusyError(
+                    f"batch {batch_id}: maintain ({lock.holder}) is vacuuming the tables of pipeline "
+                    f"{batch.pipeline} since {lock.taken_at.isoformat()}, so this attempt takes no fence "
+                    f"and writes nothing; the batch stays planned: run it again once maintain is done "
+                    f"(its lock ends with it, or at {lock.expires_at.isoformat()} at the latest)"
+                )
             where = and_(batches.c.batch_id == batch_id, batches.c.status == BatchStatus.PLANNED.value)
             changed = conn.execute(
                 update(batches).where(where).values(fence=batches.c.fence + 1, updated_at=utc_now())
@@ -359,6 +377,37 @@ class ControlStore:
             )
 
         return self._db.run(run, write=True)
+
+    def begin_vacuum(self, pipeline: str, holder: str, lease: timedelta) -> list[Batch]:
+        """Take the pipeline's VACUUM lock unless a batch is in flight; returns those batches (and
+        takes no lock), else []. In flight: planned (it may have staged files, or stage them once it
+        has a fence), or abandoned less than ABANDONED_IN_FLIGHT ago. Serialized with planners by
+        the pipeline lock, so no batch is planned between this check and the lock."""
+
+        def run(conn: Connection) -> list[Batch]:
+            q.lock_pipeline(conn, pipeline)
+            now = utc_now()
+            planned = batches.c.status == BatchStatus.PLANNED.value
+            abandoned = (batches.c.status == BatchStatus.ABANDONED.value) & (
+                batches.c.updated_at > now - ABANDONED_IN_FLIGHT
+            )
+            in_flight = q.load(conn, (batches.c.pipeline == pipeline) & (planned | abandoned), 10_000)
+            if in_flight:
+                return in_flight
+            conn.execute(delete(vacuum_locks).where(vacuum_locks.c.pipeline == pipeline))
+            conn.execute(
+                insert(vacuum_locks).values(
+                    pipeline=pipeline, holder=holder, taken_at=now, expires_at=now + lease
+                )
+            )
+            return []
+
+        return self._db.run(run, write=True)
+
+    def end_vacuum(self, pipeline: str, holder: str) -> None:
+        """Release the VACUUM lock taken by begin_vacuum (only this holder's)."""
+        where = (vacuum_locks.c.pipeline == pipeline) & (vacuum_locks.c.holder == holder)
+        self._db.run(lambda conn: conn.execute(delete(vacuum_locks).where(where)), write=True)
 
     def check_fence(self, batch_id: int, fence: int) -> None:
         """A cheap read before each Delta write: FencedError unless the batch is still planned with

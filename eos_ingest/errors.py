@@ -103,6 +103,15 @@ class PartialWriteError(WriteError):
     retriable = True
 
 
+class MaintenanceBusyError(EosIngestError):
+    """Maintenance and a batch met on a table: an attempt found the VACUUM lock held (it takes no
+    fence and stages nothing), maintain found a batch in flight when its VACUUM was due (it skips
+    VACUUM rather than delete files that batch may still commit), or an OPTIMIZE kept losing to
+    concurrent writers. Retriable: nothing of it changed the table; run it again later."""
+
+    retriable = True
+
+
 class QualityGateError(EosIngestError):
     """Critical expectations failed on the batch before commit; the message names them."""
 

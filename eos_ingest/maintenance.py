@@ -21,16 +21,22 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import socket
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
 from eos_ingest.config import PipelineConfig
-from eos_ingest.control_store import Batch
-from eos_ingest.errors import ConfigError
+from eos_ingest.control_store import Batch, ControlStore
+from eos_ingest.errors import ConfigError, MaintenanceBusyError
+from eos_ingest.fault_points import pause_if_asked
 from eos_ingest.object_storage import TableLocation, delta_rs_table
 from eos_ingest.redact import redact_text
+from eos_ingest.writer import is_conflict
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -45,6 +51,16 @@ HISTORY_DEPTH = 1000
 MAINTENANCE_OPERATIONS = ("OPTIMIZE", "VACUUM END")
 # Spark refuses a VACUUM below the table's retention unless this check is off.
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+# Tries of one OPTIMIZE that loses to concurrent writers (a batch's replace), 1 s, 2 s, 4 s ... apart.
+OPTIMIZE_ATTEMPTS = 5
+# How long the VACUUM lock outlives a maintain that died holding it. Only its first moments matter:
+# VACUUM spares the files written after it started (their modification time is above its cut-off),
+# so an attempt that takes a fence once the lease ran out is safe even beside a long VACUUM.
+VACUUM_LOCK_LEASE = timedelta(minutes=30)
+# Fault injection for tests: pause (as batch_sequence's pauses) after OPTIMIZE, before the VACUUM
+# lock is taken; and with the lock held, before VACUUM.
+PAUSE_BEFORE_VACUUM_ENV = "EOS_FAULT_PAUSE_BEFORE_VACUUM"
+PAUSE_UNDER_VACUUM_LOCK_ENV = "EOS_FAULT_PAUSE_UNDER_VACUUM_LOCK"
 # Writes VACUUM START / VACUUM END commits (with metrics) to the log, where last_maintenance reads them.
 _VACUUM_LOGGING = "spark.databricks.delta.vacuum.logging.enabled"
 
@@ -148,38 +164,132 @@ def vacuum_retention_hours(
 def maintain_table(
     spark: SparkSession | None, location: TableLocation, retention_hours: float, *, dry_run: bool = False
 ) -> dict[str, Any] | None:
-    """OPTIMIZE then VACUUM one Delta table (None if there is no table). Returns the figures
-    before and after, the OPTIMIZE metrics and the files VACUUM deleted (or would delete).
-
-    The whole table is compacted: Delta's bin-packing leaves files that are already large alone,
-    so partitions no batch wrote since the last run cost only the listing. A dry run changes
-    nothing: it lists, with delta-rs, the files VACUUM would delete now (and needs no `spark`)."""
+    """A dry run of maintenance on one Delta table (None if there is no table): the figures now and
+    how many files VACUUM would delete, listed with delta-rs; nothing changes, no Spark.
+    (maintain_tables does the real run of both tables.)"""
+    del spark
+    if not dry_run:
+        raise ValueError("maintain_table is the dry run; call maintain_tables to change the tables")
     delta = delta_rs_table(location)
     if delta is None:
         return None
-    before = _figures(delta)
-    if dry_run:
-        doomed = delta.vacuum(
-            retention_hours=int(retention_hours), dry_run=True, enforce_retention_duration=False
-        )
-        return {
-            "before": asdict(before),
-            "retention_hours": retention_hours,
-            "would_vacuum_files": len(doomed),
-        }
+    doomed = delta.vacuum(
+        retention_hours=int(retention_hours), dry_run=True, enforce_retention_duration=False
+    )
+    return {
+        "before": asdict(_figures(delta)),
+        "retention_hours": retention_hours,
+        "would_vacuum_files": len(doomed),
+    }
 
-    if spark is None:
-        raise ValueError("maintain_table needs a Spark session unless dry_run")
+
+def maintain_tables(
+    spark: SparkSession,
+    store: ControlStore,
+    pipeline: str,
+    locations: dict[str, TableLocation],
+    requested_hours: float | None,
+) -> dict[str, Any]:
+    """OPTIMIZE every table of `locations` (name -> table), then VACUUM them under the pipeline's
+    VACUUM lock. Returns per name the figures before and after, the OPTIMIZE metrics and the files
+    VACUUM deleted (None for a table not written yet).
+
+    Why the lock: VACUUM deletes every unreferenced file older than its retention, and a batch's
+    staged files are unreferenced until its commit. So the check that no batch is in flight is made
+    when VACUUM is due, not only when maintain starts (a batch may be planned and staged while
+    OPTIMIZE runs), and from that check to the end of VACUUM no attempt takes a fence
+    (ControlStore.take_fence). A batch in flight then leaves VACUUM to a retention that spares it
+    (vacuum_retention_hours), or, when the requested one would not, VACUUM is skipped:
+    MaintenanceBusyError, retriable, after OPTIMIZE did its work."""
+    reports: dict[str, Any] = {}
+    for name, location in locations.items():
+        delta = delta_rs_table(location)
+        if delta is None:
+            reports[name] = None
+            continue
+        before = _figures(delta)
+        reports[name] = {"before": asdict(before), "optimize": _optimize(spark, location)}
+    pause_if_asked(PAUSE_BEFORE_VACUUM_ENV)
+    holder = f"{socket.gethostname()} pid {os.getpid()}"
+    in_flight = store.begin_vacuum(pipeline, holder, VACUUM_LOCK_LEASE)
+    try:
+        try:
+            hours = vacuum_retention_hours(in_flight, requested_hours)
+        except ConfigError as exc:
+            raise MaintenanceBusyError(
+                f"pipeline {pipeline}: OPTIMIZE done, VACUUM skipped: a batch was planned since maintain "
+                f"started and may still commit files a VACUUM would delete ({exc}); run maintain again "
+                "once it is committed"
+            ) from exc
+        pause_if_asked(PAUSE_UNDER_VACUUM_LOCK_ENV)
+        for name, location in locations.items():
+            if reports[name] is not None:
+                reports[name].update(_vacuum(spark, location, hours))
+    finally:
+        if not in_flight:
+            store.end_vacuum(pipeline, holder)
+    for name, location in locations.items():
+        if reports[name] is not None:
+            log.info("maintained %s: %s", location, reports[name])
+    return reports
+
+
+def _optimize(spark: SparkSession, location: TableLocation) -> dict[str, Any]:
+    """OPTIMIZE (compaction) of one table, retried on Delta's concurrent-modification errors: a
+    batch's replace that commits while OPTIMIZE rewrites the files it removes wins, and OPTIMIZE,
+    which changed nothing, starts over from the new version. Past the tries MaintenanceBusyError."""
+    import delta.exceptions  # noqa: F401  (installs the conversion of Delta's conflict errors)
+    from delta.tables import DeltaTable as SparkDeltaTable
+
+    def compact() -> dict[str, Any]:
+        rows = SparkDeltaTable.forPath(spark, str(location)).optimize().executeCompaction()
+        found = rows.select("metrics").collect()
+        return found[0]["metrics"].asDict(recursive=True) if found else {}
+
+    def lost(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning(
+            "OPTIMIZE of %s lost to a concurrent writer (try %s of %s, %s); retrying",
+            location, state.attempt_number, OPTIMIZE_ATTEMPTS, type(exc).__name__,
+        )  # fmt: skip
+
+    retrying = Retrying(
+        stop=stop_after_attempt(OPTIMIZE_ATTEMPTS),
+        wait=wait_exponential_jitter(initial=1.0, max=16.0, jitter=1.0),
+        retry=retry_if_exception(is_conflict),
+        before_sleep=lost,
+        reraise=True,
+    )
+    attempts = 0
+
+    def counted() -> dict[str, Any]:
+        nonlocal attempts
+        attempts += 1
+        return compact()
+
+    try:
+        optimized = retrying(counted)
+    except Exception as exc:
+        if not is_conflict(exc):
+            raise
+        raise MaintenanceBusyError(
+            f"OPTIMIZE of {location} lost to concurrent writers {attempts} times "
+            f"({type(exc).__name__}); it changed nothing: run maintain again"
+        ) from exc
+    wanted = ("numFilesAdded", "numFilesRemoved", "partitionsOptimized")
+    return {**{k: optimized.get(k) for k in wanted}, "attempts": attempts}
+
+
+def _vacuum(spark: SparkSession, location: TableLocation, retention_hours: float) -> dict[str, Any]:
+    """VACUUM of one table with a retention vacuum_retention_hours allowed; the figures after it."""
     from delta.tables import DeltaTable as SparkDeltaTable
 
     table = SparkDeltaTable.forPath(spark, str(location))
-    metrics_row = table.optimize().executeCompaction().select("metrics").collect()
-    optimized = metrics_row[0]["metrics"].asDict(recursive=True) if metrics_row else {}
     previous = {key: spark.conf.get(key, None) for key in (_RETENTION_CHECK, _VACUUM_LOGGING)}
     try:
         spark.conf.set(_VACUUM_LOGGING, "true")
         if retention_hours < DEFAULT_RETENTION_HOURS:
-            # Only reached when vacuum_retention_hours allowed it: no batch is planned.
+            # Only reached when vacuum_retention_hours allowed it: no batch is in flight.
             spark.conf.set(_RETENTION_CHECK, "false")
         table.vacuum(float(retention_hours))
     finally:
@@ -191,14 +301,8 @@ def maintain_table(
     after = table_figures(location)
     assert after is not None  # the table existed a moment ago and OPTIMIZE never deletes it
     vacuumed = last_maintenance(location)
-    result = {
-        "before": asdict(before),
+    return {
         "after": asdict(after),
         "retention_hours": retention_hours,
-        "optimize": {
-            k: optimized.get(k) for k in ("numFilesAdded", "numFilesRemoved", "partitionsOptimized")
-        },
         "vacuum": vacuumed["metrics"] if vacuumed and vacuumed["operation"] == "VACUUM END" else None,
     }
-    log.info("maintained %s: %s", location, result)
-    return result

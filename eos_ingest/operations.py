@@ -209,21 +209,24 @@ def maintain(
     retention_hours: float | None = None,
     dry_run: bool = False,
 ) -> dict[str, Any]:
-    """OPTIMIZE and VACUUM the pipeline's table and quarantine table (maintenance.maintain_table).
+    """OPTIMIZE and VACUUM the pipeline's table and quarantine table (maintenance.maintain_tables).
 
     The VACUUM retention is checked against the pipeline's planned batches first
     (maintenance.vacuum_retention_hours): a retention that a planned batch may still need raises
-    ConfigError before anything is changed. `spark` may be None for a dry run."""
-    from eos_ingest.maintenance import maintain_table, vacuum_retention_hours
+    ConfigError before anything is changed; and again, under the pipeline's VACUUM lock, when
+    VACUUM is due (MaintenanceBusyError if a batch planned since then needs more). `spark` may be
+    None for a dry run."""
+    from eos_ingest.maintenance import maintain_table, maintain_tables, vacuum_retention_hours
 
     hours = vacuum_retention_hours(store.planned_batches(config.name), retention_hours)
-    return {
-        "pipeline": config.name,
-        "dry_run": dry_run,
-        "retention_hours": hours,
-        "table": maintain_table(spark, config.output_path, hours, dry_run=dry_run),
-        "quarantine": maintain_table(spark, config.quarantine_path, hours, dry_run=dry_run),
-    }
+    locations = {"table": config.output_path, "quarantine": config.quarantine_path}
+    if dry_run:
+        tables = {name: maintain_table(None, loc, hours, dry_run=True) for name, loc in locations.items()}
+    else:
+        if spark is None:
+            raise ValueError("maintain needs a Spark session unless dry_run")
+        tables = maintain_tables(spark, store, config.name, locations, retention_hours)
+    return {"pipeline": config.name, "dry_run": dry_run, "retention_hours": hours, **tables}
 
 
 def pipeline_status(config: PipelineConfig, store: ControlStore, *, batches: int = 10) -> dict[str, Any]:

@@ -12,7 +12,15 @@ import pytest
 from sqlalchemy import create_engine, func, insert, inspect, select, text, update
 from sqlalchemy.exc import IntegrityError
 
-from eos_ingest.control_schema import SCHEMA_VERSION, batches, metadata, offsets, schema_version, utc_now
+from eos_ingest.control_schema import (
+    SCHEMA_VERSION,
+    batches,
+    metadata,
+    offsets,
+    schema_version,
+    utc_now,
+    vacuum_locks,
+)
 from eos_ingest.control_store import BatchKind, BatchStatus, ControlStore
 from eos_ingest.errors import (
     BackfillRangeError,
@@ -491,6 +499,7 @@ def _downgrade_to_version_1(control_db_url: str) -> None:
     """What a version-1 database holds: the tables without what migration 1 -> 2 adds."""
     engine = create_engine(control_db_url)
     with engine.begin() as conn:
+        conn.execute(text("DROP TABLE eos_vacuum_lock"))  # what 2 -> 3 adds
         conn.execute(text("DROP TABLE eos_topic_identity"))
         conn.execute(text("ALTER TABLE eos_batch_ranges DROP COLUMN topic_id"))
         conn.execute(update(schema_version).values(version=1))
@@ -507,13 +516,13 @@ def test_a_version_1_database_is_migrated_and_its_next_plan_records_the_identity
     old.close()
     _downgrade_to_version_1(control_db_url)
     engine = create_engine(control_db_url)
-    assert "eos_topic_identity" not in inspect(engine).get_table_names()
+    assert not {"eos_topic_identity", "eos_vacuum_lock"} & set(inspect(engine).get_table_names())
 
     store = ControlStore(control_db_url)
     store.ensure_schema()
     store.ensure_schema()  # idempotent at the new version
 
-    assert SCHEMA_VERSION == 2 and sql(select(schema_version.c.version), fetch=True) == [(2,)]
+    assert SCHEMA_VERSION == 3 and sql(select(schema_version.c.version), fetch=True) == [(3,)]
     inspector = inspect(engine)
     for table in metadata.sorted_tables:  # the same columns as a database created fresh
         columns = {c["name"]: c["nullable"] for c in inspector.get_columns(table.name)}
@@ -529,3 +538,43 @@ def test_a_version_1_database_is_migrated_and_its_next_plan_records_the_identity
     assert nxt is not None and nxt.range_topic_ids == (OLD_ID, OLD_ID)
     store.close()
     engine.dispose()
+
+
+def test_the_vacuum_lock_is_taken_only_with_no_batch_in_flight_and_no_fence_is_given_while_it_is_held(
+    store: ControlStore, sql
+) -> None:
+    from datetime import timedelta
+
+    from eos_ingest.errors import MaintenanceBusyError
+
+    lease = timedelta(minutes=30)
+    batch, _ = store.plan_scheduled(P, first_plan(end0=10))
+    assert [b.batch_id for b in store.begin_vacuum(P, "m1", lease)] == [batch.batch_id]  # in flight: no lock
+    fence = store.take_fence(batch.batch_id)  # so the batch runs
+    commit(store, batch.batch_id, fence)
+
+    assert store.begin_vacuum(P, "m1", lease) == []  # nothing in flight: the lock is taken
+    nxt, _ = store.plan_scheduled(
+        P, Planner(PlannedRange("orders", 0, 10, 20), PlannedRange("orders", 1, 0, 0))
+    )
+    with pytest.raises(MaintenanceBusyError, match="vacuuming") as busy:
+        store.take_fence(nxt.batch_id)  # planning goes on; no attempt stages while VACUUM may run
+    assert busy.value.retriable and store.get_batch(nxt.batch_id).fence == 0
+    store.end_vacuum(P, "another holder")  # only the holder releases it
+    with pytest.raises(MaintenanceBusyError):
+        store.take_fence(nxt.batch_id)
+    store.end_vacuum(P, "m1")
+    assert store.take_fence(nxt.batch_id) == 1
+
+    # An abandoned batch stays in flight for a while: an attempt may be between its last fence
+    # check and its Delta commit.
+    store.abandon_batch(nxt.batch_id, "test")
+    assert [b.batch_id for b in store.begin_vacuum(P, "m1", lease)] == [nxt.batch_id]
+    sql(update(batches).values(updated_at=utc_now() - timedelta(minutes=11)))
+    assert store.begin_vacuum(P, "m1", lease) == []
+    # A lock whose maintain died ends with its lease.
+    sql(update(vacuum_locks).values(expires_at=utc_now() - timedelta(seconds=1)))
+    later, _ = store.plan_scheduled(
+        P, Planner(PlannedRange("orders", 0, 10, 20), PlannedRange("orders", 1, 0, 0))
+    )
+    assert store.take_fence(later.batch_id) == 1

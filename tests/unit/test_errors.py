@@ -14,6 +14,7 @@ EXIT_CODES = [
     (errors.PartialWriteError, EXIT_RETRIABLE),
     (errors.GxLockTimeoutError, EXIT_RETRIABLE),
     (errors.SchemaRegistryUnavailableError, EXIT_RETRIABLE),
+    (errors.MaintenanceBusyError, EXIT_RETRIABLE),
     (errors.FencedError, EXIT_FENCED),
     (errors.QualityGateError, EXIT_FAILED),
     (errors.WriteError, EXIT_FAILED),
