@@ -89,7 +89,8 @@ def connection_from_airflow(conn_id: str | None) -> dict[str, str] | None:
     except AirflowNotFoundException:
         raise ConfigError(
             f"Airflow connection {conn_id!r} (aws_conn_id) does not exist; create it (type aws: "
-            "login = access key id, password = secret, extra endpoint_url / region_name) or set "
+            "the access key id as its login, the secret key as its password, endpoint_url and region_name in "
+            "its extra) or set "
             "aws_conn_id: null to use the AWS_* environment variables"
         ) from None
     found = variables_from_connection(conn_id, conn.conn_type, conn.login, conn.password, conn.extra_dejson)
