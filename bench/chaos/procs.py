@@ -27,6 +27,8 @@ PHASE_LINE = re.compile(r"(?:batch (\d+)|pipeline \S+): phase (\w+)")
 COMMITTED_LINE = re.compile(r"batch (\d+) committed")
 # Delta conflicts that another part of the project retries: counted loosely, per line.
 CONFLICT_LINE = re.compile(r"conflict.*retr|retr.*conflict", re.IGNORECASE)
+# An attempt refused its fence while `maintain` holds the VACUUM lock (ControlStore.take_fence).
+VACUUM_LOCK_LINE = re.compile(r"is vacuuming the tables of pipeline")
 
 
 def free_ports(count: int) -> list[int]:
@@ -40,6 +42,27 @@ def free_ports(count: int) -> list[int]:
     finally:
         for sock in socks:
             sock.close()
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs. Zombies do not count: an orphaned JVM waiting
+    for a parent that does not reap it (pid 1 of some containers) runs no code. Reads /proc; where
+    there is none, kill(0) of the group answers (zombies included)."""
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # it ended while we looked
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 class Job:
@@ -64,6 +87,7 @@ class Job:
         self.batch_id: int | None = None
         self.committed_ids: list[int] = []  # batches the job committed (a catch-up commits several)
         self.conflict_lines = 0
+        self.vacuum_lock_lines = 0
         self.killed_in: str | None = None
         self.started = time.monotonic()
         self._phase_seen = threading.Condition()
@@ -100,6 +124,8 @@ class Job:
                     self._stdout.append(line)
                 if CONFLICT_LINE.search(line):
                     self.conflict_lines += 1
+                if VACUUM_LOCK_LINE.search(line):
+                    self.vacuum_lock_lines += 1
                 match = PHASE_LINE.search(line)
                 committed = COMMITTED_LINE.search(line)
                 if match or committed:

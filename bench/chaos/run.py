@@ -2,7 +2,8 @@
 
 One run: its own broker and PostgreSQL on free ports in a folder of its own; producers write
 committed, aborted and long-open transactions while partitions are added; `eos-ingest run` loops,
-backfills of overlapping committed ranges run beside it, audits follow commits; jobs are SIGKILLed
+backfills of overlapping committed ranges run beside it, audits follow commits, `eos-ingest
+maintain` (OPTIMIZE, then VACUUM under the pipeline's lock) runs now and then; jobs are SIGKILLed
 at random moments (their process group), the broker is kill -9'd and restarted, PostgreSQL is
 restarted, and one planned batch is submitted twice at once (a zombie). Then, without chaos,
 everything is ingested, `eos-ingest verify` runs and the run's own check (bench/chaos/check.py)
@@ -16,7 +17,9 @@ import json
 import os
 import random
 import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -30,13 +33,17 @@ import yaml
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from bench.chaos import check
-from bench.chaos.procs import REPO, Job, Processes
+from bench.chaos.procs import REPO, Job, Processes, group_alive
 from bench.chaos.produce import SCHEMA, ProduceStats, TxWriter
 
 # Targeted kills go round these: a kill when the job reports the phase ("written" = between the
 # Delta write and the commit, held there by the job's pause hook so the kill cannot miss it).
 TARGETS = ("plan", "read", "gate", "write", "written", "commit")
 PAUSE_ENV = "EOS_FAULT_PAUSE_BEFORE_COMMIT"
+# maintain pauses here with its VACUUM lock held (eos_ingest.maintenance.PAUSE_UNDER_VACUUM_LOCK_ENV):
+# a kill there leaves the lock behind, unless a batch was in flight and maintain took none.
+MAINTAIN_PAUSE_ENV = "EOS_FAULT_PAUSE_UNDER_VACUUM_LOCK"
+PIPELINE = "chaos"
 # How the result names the phases the jobs log ("start": the process started, no phase logged yet).
 PHASE_NAMES = {
     "submit": "job start",  # spark-submit launched: JVM start, fence, Spark session
@@ -54,6 +61,10 @@ class ChaosConfig:
     zombies: int = 3
     backfills: int = 10
     audits: int = 20
+    # `eos-ingest maintain` runs (default retention) spread over the chaos phase; a killed one is
+    # followed by one more that is not killed (what an operator does after a maintain died).
+    maintains: int = 20
+    maintain_kill_probability: float | None = None  # None: kill_probability
     partitions: int = 4
     added_partitions: int = 2
     batch_records: int = 50_000  # max_records_per_partition of the pipeline
@@ -85,7 +96,10 @@ class Tally:
     runs: int = 0
     backfills: list[dict[str, Any]] = field(default_factory=list)
     audits: Counter[str] = field(default_factory=Counter)
+    maintains: list[dict[str, Any]] = field(default_factory=list)
+    vacuum_locks_released: int = 0  # locks of a killed maintain the harness released (the operator)
     conflict_lines: int = 0
+    vacuum_lock_lines: int = 0  # log lines of attempts refused a fence while maintain held the lock
     partitions_added: int = 0
     job_seconds: list[float] = field(default_factory=list)
     # Seconds of the jobs of each kind that ended on their own with exit 0: a random kill moment
@@ -134,6 +148,7 @@ class ChaosRun:
         self.quotas_were_met = False
         self.zombie_running = threading.Event()  # broker restarts wait for a zombie pair
         self.chaos_ended = 0.0
+        self._lock_db: Any = None  # (SQLAlchemy engine, ControlStore) for the VACUUM lock, once needed
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -180,19 +195,22 @@ class ChaosRun:
         with self.tally.lock:
             self.tally.exits[f"{job.kind}:{label}"] += 1
             self.tally.conflict_lines += job.conflict_lines
+            self.tally.vacuum_lock_lines += job.vacuum_lock_lines
             if label == "0":
                 self.tally.seconds_by_kind.setdefault(job.kind, []).append(time.monotonic() - job.started)
         return code
 
-    def record_kill(self, job: Job, phase: str | None) -> None:
+    def record_kill(self, job: Job, phase: str | None) -> bool:
+        """Count a kill (True); a kill that missed gives its place back (False)."""
         if phase is None or self.stop.is_set():  # it had exited, or the chaos phase ended it
             self.give_back_kill()
-            return
+            return False
         phase = PHASE_NAMES.get(phase, phase)
         with self.tally.lock:
             self.tally.kills_by_phase[phase] += 1
             self.tally.kills_by_kind[job.kind] += 1
         self.tally.note(f"killed {job.kind} (batch {job.batch_id}) in phase {phase}")
+        return True
 
     def run_with_chaos(self, kind: str, argv: list[str], first_phase: str, may_kill: bool = True) -> Job:
         """Start a job; maybe kill it at a random moment, or when it reaches a chosen phase."""
@@ -252,7 +270,7 @@ class ChaosRun:
         self.pipeline_file.write_text(
             yaml.safe_dump(
                 {
-                    "name": "chaos",
+                    "name": PIPELINE,
                     "topics": [self.topic],
                     "kafka": {"bootstrap.servers": self.procs.bootstrap},
                     "start_from": "earliest",
@@ -512,6 +530,194 @@ class ChaosRun:
             while self.audit_queue.qsize() > 1:
                 self.audit_queue.get_nowait()
 
+    def maintain_loop(self) -> None:
+        """`eos-ingest maintain` with the default retention at moments spread over the chaos phase
+        (once a batch is committed), beside the ingest runs, backfills and audits; some are killed.
+        A killed maintain is followed, after its lock is dealt with (release_dead_maintain_lock),
+        by one that is not killed: what an operator does after a maintain died."""
+        cfg = self.cfg
+        rng = random.Random(cfg.seed + 3)
+        chance = (
+            cfg.kill_probability if cfg.maintain_kill_probability is None else cfg.maintain_kill_probability
+        )
+        # The kills of maintains are reserved now: ingest runs and backfills start earlier and more
+        # often, and would otherwise use up a short run's few kills before the first maintain.
+        kills = [rng.random() < chance and self.take_kill() for _ in range(cfg.maintains)]
+        times = spread(cfg.maintains, cfg.chaos_seconds, offset=0.6)
+        # Killed maintains alternate: at the pause under the VACUUM lock, then at a random moment.
+        under_lock = True
+        try:
+            while kills and not self.stop.is_set():
+                if self.elapsed() < times[0] or not self.tally.batches_committed:
+                    self.stop.wait(1.0)
+                    continue
+                times.pop(0)
+                kill = kills.pop(0)
+                entry = self.one_maintain(rng, kill=kill, under_lock=under_lock)
+                under_lock ^= kill
+                if entry["outcome"] == "killed" and not self.stop.is_set():
+                    self.one_maintain(rng, kill=False, under_lock=False, follow_up=True)
+        finally:
+            for reserved in kills:
+                if reserved:
+                    self.give_back_kill()
+            self.close_lock_db()
+
+    def one_maintain(
+        self, rng: random.Random, *, kill: bool, under_lock: bool, follow_up: bool = False
+    ) -> dict[str, Any]:
+        """One `eos-ingest maintain`; with `kill`, SIGKILLed at its pause under the VACUUM lock
+        (`under_lock`) or at a random moment. Its entry goes to tally.maintains."""
+        started_at = self.elapsed()
+        pause = self.home / f"maintain-pause-{time.monotonic_ns()}" if kill and under_lock else None
+        extra_env = {MAINTAIN_PAUSE_ENV: str(pause)} if pause else {}
+        job = self.procs.start("maintain", self.cli("maintain"), "maintain", extra_env)
+        holder = maintain_holder(job)
+        killed, held_when_killed = False, None
+        if kill:
+            if pause is not None:
+                deadline = time.monotonic() + self.cfg.job_timeout_s
+                while not pause.exists() and job.proc.poll() is None and time.monotonic() < deadline:
+                    if self.stop.wait(0.1):
+                        break
+                reached = pause.exists()
+                if reached:
+                    self.stop.wait(rng.uniform(0.5, 3.0))  # batch attempts meet the lock meanwhile
+            else:
+                try:
+                    job.proc.wait(timeout=rng.uniform(0.2, 1.2 * self.typical_job_s("maintain")))
+                    reached = False
+                except subprocess.TimeoutExpired:
+                    reached = True
+            if reached:
+                held_when_killed = self.vacuum_lock_holder() == holder
+                where = "under the VACUUM lock" if held_when_killed else (
+                    "at VACUUM, no lock taken (a batch in flight)" if pause else "before or without the VACUUM lock"
+                )  # fmt: skip
+                killed = self.record_kill(job, f"maintain {where}" if job.kill() else None)
+            else:
+                self.give_back_kill()
+            if pause is not None:
+                pause.unlink(missing_ok=True)
+        code = self.finish(job)
+        if killed:
+            outcome = "killed"
+        elif code == -9 and self.stop.is_set():
+            outcome = "stopped"  # ended by the end of the chaos phase
+        elif job.killed_in is not None:
+            outcome = "timeout"  # killed by finish() after --job-timeout
+        else:
+            outcome = str(code)
+        entry: dict[str, Any] = {
+            "at": round(started_at, 1),
+            "seconds": round(time.monotonic() - job.started, 1),
+            "follow_up": follow_up,
+            "outcome": outcome,
+            "exit": code,
+            "killed_holding_lock": held_when_killed if killed else None,
+            "lock_released_by_harness": False,
+        }
+        if outcome not in ("0", "75", "killed", "stopped"):
+            # Not expected of maintain: a finding, reported like a run's unexpected exit.
+            entry["tail"] = job.tail(1500)
+            self.tally.note(f"maintain exited {outcome} without being killed (a finding): {job.tail(300)!r}")
+        if outcome in ("killed", "stopped", "timeout"):
+            entry["lock_released_by_harness"] = self.release_dead_maintain_lock(
+                job, wait_s=0.0 if self.stop.is_set() else rng.uniform(2.0, 8.0)
+            )
+        with self.tally.lock:
+            self.tally.maintains.append(entry)
+        self.tally.note(f"maintain{' (follow-up)' if follow_up else ''} -> {outcome}")
+        return entry
+
+    def release_dead_maintain_lock(self, job: Job, wait_s: float) -> bool:
+        """What an operator does when a maintain died holding the pipeline's VACUUM lock: once its
+        process (and Spark's JVM, in its process group) is gone, so nothing can still delete files,
+        release the lock of that holder (ControlStore.end_vacuum), rather than wait out its 30-minute
+        lease (maintenance.VACUUM_LOCK_LEASE) while every batch attempt exits 75. Waiting `wait_s`
+        first, as an operator would not be instant, lets attempts meet the lock meanwhile.
+
+        A new maintain does not do it by itself: begin_vacuum deletes the pipeline's lock row and
+        inserts its own only when no batch is in flight, and the batch an attempt was refused a
+        fence for stays planned, so with the ingest loop running a new maintain finds a batch in
+        flight, takes no lock, and leaves the dead one's in place.
+        True when a lock was released."""
+        holder = maintain_holder(job)
+        deadline = time.monotonic() + 30
+        while group_alive(job.pid):
+            if time.monotonic() > deadline:
+                self.tally.note(f"maintain pid {job.pid}: its process group outlived the kill; lock left")
+                return False
+            time.sleep(0.2)
+        if self.vacuum_lock_holder(attempts=30) != holder:
+            return False
+        self.stop.wait(wait_s)
+        for attempt in range(30):  # PostgreSQL may be restarting
+            try:
+                _, store = self.lock_db()
+                store.end_vacuum(PIPELINE, holder)
+                break
+            except Exception as exc:
+                if attempt == 29:
+                    self.tally.note(f"VACUUM lock of {holder}: not released: {exc!r}")
+                    return False
+                time.sleep(2.0)
+        with self.tally.lock:
+            self.tally.vacuum_locks_released += 1
+        self.tally.note(f"VACUUM lock of the killed maintain ({holder}) released after {wait_s:.1f} s")
+        return True
+
+    def release_locks_of_dead_maintains(self) -> None:
+        """Before the final ingest: a lock left by any maintain of this run (all are gone by now)."""
+        with self.procs.lock:
+            jobs = [job for job in self.procs.jobs if job.kind == "maintain" and job.proc.poll() is not None]
+        holder = self.vacuum_lock_holder(attempts=30) if jobs else None
+        for job in jobs:
+            if holder == maintain_holder(job):
+                self.release_dead_maintain_lock(job, wait_s=0.0)
+
+    def lock_db(self) -> tuple[Any, Any]:
+        """An engine of our own to read the lock row, and a ControlStore to release it."""
+        from sqlalchemy import create_engine
+
+        from eos_ingest.control_store import ControlStore
+
+        with self.lock:
+            if self._lock_db is None:
+                url = yaml.safe_load(self.pipeline_file.read_text())["control_db_url"]
+                timeout = {"connect_timeout": 5} if url.startswith("postgresql") else {}
+                engine = create_engine(url, pool_pre_ping=True, connect_args=timeout)
+                self._lock_db = (engine, ControlStore(url))
+            return self._lock_db
+
+    def close_lock_db(self) -> None:
+        with self.lock:
+            if self._lock_db is not None:
+                engine, store = self._lock_db
+                engine.dispose()
+                store.close()
+                self._lock_db = None
+
+    def vacuum_lock_holder(self, attempts: int = 1) -> str | None:
+        """The holder of the pipeline's VACUUM lock row (expired or not); None if there is none or
+        the database did not answer."""
+        from sqlalchemy import select
+
+        from eos_ingest.control_schema import vacuum_locks
+
+        for attempt in range(attempts):
+            try:
+                engine, _ = self.lock_db()
+                with engine.connect() as conn:
+                    query = select(vacuum_locks.c.holder).where(vacuum_locks.c.pipeline == PIPELINE)
+                    return conn.execute(query).scalar_one_or_none()
+            except Exception as exc:
+                if attempt + 1 == attempts:
+                    self.tally.note(f"VACUUM lock: control DB: {exc!r}")
+                    return None
+                time.sleep(2.0)
+        return None
+
     def fault_loop(self) -> None:
         cfg = self.cfg
         plan = sorted(
@@ -547,6 +753,10 @@ class ChaosRun:
         with t.lock:
             zombies = sum(1 for z in t.zombies if not z["outcome"].startswith("inconclusive"))
             backfills = len(t.backfills)
+            # Scheduled maintains that ended (killed or not). The follow-up of a killed one is not
+            # waited for: it takes as long as a maintain, and the end of the chaos phase may stop it
+            # (the final ingest then releases a lock it left, release_locks_of_dead_maintains).
+            maintains = sum(1 for m in t.maintains if not m["follow_up"] and m["outcome"] != "stopped")
         return (
             self.records_reached.is_set()
             and t.kills >= cfg.kills
@@ -554,6 +764,7 @@ class ChaosRun:
             and t.postgres_restarts >= cfg.postgres_restarts
             and zombies >= cfg.zombies
             and backfills >= cfg.backfills
+            and maintains >= cfg.maintains
         )
 
     def chaos_phase(self) -> None:
@@ -563,6 +774,7 @@ class ChaosRun:
             self.guarded("ingest", self.ingest_loop),
             self.guarded("backfill", self.backfill_loop),
             self.guarded("audit", self.audit_loop),
+            self.guarded("maintain", self.maintain_loop),
             self.guarded("faults", self.fault_loop),
         ]
         # The chaos phase may run past chaos_seconds to reach its quotas, up to a reserve of the
@@ -586,6 +798,8 @@ class ChaosRun:
         """No chaos: make sure broker and DB are up, then `eos-ingest run` until nothing is new."""
         self.procs.broker_up()
         self.procs.postgres_up()
+        self.release_locks_of_dead_maintains()
+        self.close_lock_db()
         runs = 0
         while time.monotonic() < self.deadline:
             argv = self.cli("run", "--master", self.cfg.master, "--until-caught-up")
@@ -654,6 +868,10 @@ class ChaosRun:
             "batches": len(t.batches_committed),
             "backfills": t.backfills,
             "audits": dict(t.audits),
+            "maintains": maintain_counts(t.maintains),
+            "maintain_runs": t.maintains,
+            "vacuum_locks_released": t.vacuum_locks_released,
+            "attempts_refused_by_vacuum_lock_lines": t.vacuum_lock_lines,
             "exits": dict(sorted(t.exits.items())),
             "median_job_seconds": round(self.typical_job_s(), 1),
             "duplicates": max(own.get("duplicates", 0), verify.get("duplicates", 0)),
@@ -664,6 +882,29 @@ class ChaosRun:
             "events": t.events[-200:],
             "home": str(self.home),
         }
+
+
+def maintain_holder(job: Job) -> str:
+    """The holder name maintain_tables writes into the VACUUM lock: host and the CLI's pid."""
+    return f"{socket.gethostname()} pid {job.pid}"
+
+
+def maintain_counts(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Maintains started, and how they ended: 0, 75 (retriable: VACUUM skipped for a batch in
+    flight, an OPTIMIZE that kept losing, the database), killed by the run, stopped by the end of
+    the chaos phase, any other exit (a finding), and the kills that left the VACUUM lock."""
+    outcomes = Counter(str(e["outcome"]) for e in entries)
+    return {
+        "started": len(entries),
+        "finished": outcomes["0"],
+        "retriable": outcomes["75"],
+        "killed": outcomes["killed"],
+        "killed_holding_lock": sum(1 for e in entries if e.get("killed_holding_lock")),
+        "stopped": outcomes["stopped"],
+        "other_exits": {
+            k: n for k, n in sorted(outcomes.items()) if k not in ("0", "75", "killed", "stopped")
+        },
+    }
 
 
 def spread(count: int, seconds: float, offset: float = 1.0) -> list[float]:
@@ -710,7 +951,8 @@ def run_chaos(cfg: ChaosConfig) -> dict[str, Any]:
         summary = {
             k: result.get(k)
             for k in ("date", "ok", "wall_seconds", "kills", "kills_by_phase", "broker_restarts",
-                      "postgres_restarts", "zombies_fenced", "batches", "duplicates", "missing", "unexpected")
+                      "postgres_restarts", "zombies_fenced", "batches", "maintains", "duplicates", "missing",
+                      "unexpected")
         }  # fmt: skip
         summary["records"] = cfg.records
         summary["file"] = path.name
@@ -731,7 +973,9 @@ def parse_args(argv: list[str] | None = None) -> ChaosConfig:
         default=d.records,
         help="committed records to produce at least (then a twentieth of the rate until the chaos phase ends)",
     )
-    p.add_argument("--kills", type=int, default=d.kills, help="SIGKILLs of jobs (run, backfill, audit)")
+    p.add_argument(
+        "--kills", type=int, default=d.kills, help="SIGKILLs of jobs (run, backfill, audit, maintain)"
+    )
     p.add_argument("--broker-restarts", type=int, default=d.broker_restarts)
     p.add_argument("--postgres-restarts", type=int, default=d.postgres_restarts)
     p.add_argument("--zombies", type=int, default=d.zombies, help="planned batches submitted twice at once")
@@ -743,6 +987,12 @@ def parse_args(argv: list[str] | None = None) -> ChaosConfig:
         help="no backfills or audits past their quotas (by default both go on while kills are left)",
     )
     p.add_argument("--audits", type=int, default=d.audits, help="audits to run at least (after commits)")
+    p.add_argument("--maintains", type=int, default=d.maintains,
+                   help="`eos-ingest maintain` runs (default retention) spread over the chaos phase; "
+                   "a killed one is followed by one more")  # fmt: skip
+    p.add_argument("--maintain-kill-probability", type=float, default=d.maintain_kill_probability,
+                   help="chance that a maintain is killed (default --kill-probability); its kills "
+                   "come out of --kills")  # fmt: skip
     p.add_argument("--partitions", type=int, default=d.partitions)
     p.add_argument("--added-partitions", type=int, default=d.added_partitions)
     p.add_argument(
@@ -771,8 +1021,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     result = run_chaos(parse_args(argv))
     brief = {k: result.get(k) for k in ("ok", "wall_seconds", "kills", "kills_by_phase", "broker_restarts",
-                                        "postgres_restarts", "zombies_fenced", "batches", "duplicates",
-                                        "missing", "unexpected", "error", "result_file")}  # fmt: skip
+                                        "postgres_restarts", "zombies_fenced", "batches", "maintains",
+                                        "duplicates", "missing", "unexpected", "error", "result_file")}  # fmt: skip
     print(json.dumps(brief, indent=2))
     return 0 if result["ok"] else 1
 
