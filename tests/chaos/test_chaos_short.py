@@ -20,6 +20,10 @@ SHORT = ChaosConfig(
     zombies=1,
     backfills=1,
     audits=0,  # the full run audits; here it would cost one more JVM and GX run
+    # One maintain (OPTIMIZE, then VACUUM), killed at its pause under the VACUUM lock with one of
+    # the 2 kills, reserved for it; its follow-up maintain runs while the chaos phase lasts.
+    maintains=1,
+    maintain_kill_probability=1.0,
     more_while_kills_left=False,  # its quotas only: the short run stays short
     batch_records=20_000,
     chaos_seconds=30,
@@ -32,12 +36,15 @@ SHORT = ChaosConfig(
 )
 
 
-def test_short_chaos_run_ends_exactly_once_after_kills_restarts_a_zombie_and_a_backfill(
+def test_short_chaos_run_ends_exactly_once_after_kills_restarts_a_zombie_a_backfill_and_maintain(
     tmp_path: Path,
 ) -> None:
     cfg = ChaosConfig(**{**SHORT.__dict__, "results_dir": tmp_path})
     result = run_chaos(cfg)
-    brief = {k: result.get(k) for k in ("error", "kills_by_phase", "zombies", "backfills", "verify", "home")}
+    brief = {
+        k: result.get(k)
+        for k in ("error", "kills_by_phase", "zombies", "backfills", "maintain_runs", "verify", "home")
+    }
 
     assert result.get("error") is None, brief
     assert (result["duplicates"], result["missing"], result["unexpected"]) == (0, 0, 0), brief
@@ -50,6 +57,9 @@ def test_short_chaos_run_ends_exactly_once_after_kills_restarts_a_zombie_and_a_b
     zombies_refused = result["zombies_fenced"] + result["zombies_skipped"] + result["zombies_conflicted"]
     assert zombies_refused >= 1, brief
     assert result["backfills"], brief
+    # A maintain was killed; none exited otherwise than 0, 75 (retriable) or by the end of the phase.
+    maintains = result["maintains"]
+    assert maintains["killed"] >= 1 and not maintains["other_exits"], brief
     assert result["records"]["aborted"] > 0 and result["records"]["held_open"] > 0, brief
     assert result["records"]["committed"] >= 20_000
     assert Path(result["result_file"]).is_file()

@@ -128,3 +128,53 @@ def test_a_deletion_vector_is_refused_rather_than_miscounted(table: Path) -> Non
     _commit(table, 2, [{"add": {**add, "deletionVector": {"storageType": "u"}}}])
     with pytest.raises(ValueError, match="deletion vector"):
         check.live_files(table)
+
+
+def test_an_optimize_and_vacuum_commits_leave_each_identity_once(table: Path) -> None:
+    """What `eos-ingest maintain` adds to the log, which the chaos run's replay must read: an
+    OPTIMIZE commit (its files removed and one compacted file added, dataChange false) and VACUUM
+    START/END commits (commitInfo only)."""
+    live = check.live_files(table)
+    compacted = _write_file(table, "compacted.parquet", 0, range(10))
+    rest = _write_file(table, "compacted-1.parquet", 1, range(5))
+    removes = [{"remove": {"path": add["path"], "dataChange": False}} for add in live.values()]
+    adds = [{"add": {**add, "dataChange": False}} for add in (compacted, rest)]
+    _commit(table, 2, [{"commitInfo": {"operation": "OPTIMIZE"}}, *removes, *adds])
+    _commit(table, 3, [{"commitInfo": {"operation": "VACUUM START"}}])
+    _commit(table, 4, [{"commitInfo": {"operation": "VACUUM END"}}])
+
+    assert sorted(check.live_files(table)) == [
+        "event_date=2026-11-24/compacted-1.parquet",
+        "event_date=2026-11-24/compacted.parquet",
+    ]
+    report = check.compare(expected_identities(), check.table_identities([table]))
+    assert (report["duplicates"], report["missing"], report["unexpected"]) == (0, 0, 0)
+
+
+def test_maintain_outcomes_are_counted_75_is_not_a_finding_other_exits_are() -> None:
+    from bench.chaos.run import maintain_counts
+
+    def entry(outcome: str, **extra: object) -> dict:
+        return {"outcome": outcome, "follow_up": False, "killed_holding_lock": None, **extra}
+
+    counts = maintain_counts(
+        [
+            entry("0"),
+            entry("75"),
+            entry("75"),
+            entry("killed", killed_holding_lock=True),
+            entry("killed", killed_holding_lock=False),
+            entry("stopped"),
+            entry("1"),
+            entry("timeout"),
+        ]
+    )
+    assert counts == {
+        "started": 8,
+        "finished": 1,
+        "retriable": 2,
+        "killed": 2,
+        "killed_holding_lock": 1,
+        "stopped": 1,
+        "other_exits": {"1": 1, "timeout": 1},
+    }
