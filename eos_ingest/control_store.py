@@ -404,6 +404,14 @@ class ControlStore:
 
         return self._db.run(run, write=True)
 
+    def renew_vacuum(self, pipeline: str, holder: str, lease: timedelta) -> bool:
+        """Extend this holder's VACUUM lock by `lease` from now (before each VACUUM: the lock must
+        hold until the VACUUM has started); False if it is no longer held by `holder`."""
+        where = (vacuum_locks.c.pipeline == pipeline) & (vacuum_locks.c.holder == holder)
+        where &= vacuum_locks.c.expires_at > utc_now()
+        query = update(vacuum_locks).where(where).values(expires_at=utc_now() + lease)
+        return self._db.run(lambda conn: int(conn.execute(query).rowcount), write=True) == 1
+
     def end_vacuum(self, pipeline: str, holder: str) -> None:
         """Release the VACUUM lock taken by begin_vacuum (only this holder's)."""
         where = (vacuum_locks.c.pipeline == pipeline) & (vacuum_locks.c.holder == holder)

@@ -53,10 +53,11 @@ MAINTENANCE_OPERATIONS = ("OPTIMIZE", "VACUUM END")
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 # Tries of one OPTIMIZE that loses to concurrent writers (a batch's replace), 1 s, 2 s, 4 s ... apart.
 OPTIMIZE_ATTEMPTS = 5
-# How long the VACUUM lock outlives a maintain that died holding it. Only its first moments matter:
-# VACUUM spares the files written after it started (their modification time is above its cut-off),
-# so an attempt that takes a fence once the lease ran out is safe even beside a long VACUUM.
-VACUUM_LOCK_LEASE = timedelta(minutes=30)
+# How long the VACUUM lock outlives a maintain that died holding it (batches exit 75 meanwhile and
+# are retried). It is renewed before each table's VACUUM, and only a VACUUM's first moments need
+# it: VACUUM spares the files written after it started (their modification time is above its
+# cut-off), so an attempt that takes a fence once the lease ran out is safe beside a long VACUUM.
+VACUUM_LOCK_LEASE = timedelta(minutes=10)
 # Fault injection for tests: pause (as batch_sequence's pauses) after OPTIMIZE, before the VACUUM
 # lock is taken; and with the lock held, before VACUUM.
 PAUSE_BEFORE_VACUUM_ENV = "EOS_FAULT_PAUSE_BEFORE_VACUUM"
@@ -223,8 +224,15 @@ def maintain_tables(
             ) from exc
         pause_if_asked(PAUSE_UNDER_VACUUM_LOCK_ENV)
         for name, location in locations.items():
-            if reports[name] is not None:
-                reports[name].update(_vacuum(spark, location, hours))
+            if reports[name] is None:
+                continue
+            if not in_flight and not store.renew_vacuum(pipeline, holder, VACUUM_LOCK_LEASE):
+                raise MaintenanceBusyError(
+                    f"pipeline {pipeline}: OPTIMIZE done, VACUUM of {location} skipped: this maintain's "
+                    "VACUUM lock ran out (its lease) before it, so a batch may have staged files since; "
+                    "run maintain again"
+                )
+            reports[name].update(_vacuum(spark, location, hours))
     finally:
         if not in_flight:
             store.end_vacuum(pipeline, holder)

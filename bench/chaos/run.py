@@ -631,11 +631,12 @@ class ChaosRun:
         return entry
 
     def release_dead_maintain_lock(self, job: Job, wait_s: float) -> bool:
-        """What an operator does when a maintain died holding the pipeline's VACUUM lock: once its
-        process (and Spark's JVM, in its process group) is gone, so nothing can still delete files,
-        release the lock of that holder (ControlStore.end_vacuum), rather than wait out its 30-minute
-        lease (maintenance.VACUUM_LOCK_LEASE) while every batch attempt exits 75. Waiting `wait_s`
-        first, as an operator would not be instant, lets attempts meet the lock meanwhile.
+        """A shortcut of the harness when a maintain died holding the pipeline's VACUUM lock: an
+        operator waits out its lease (10 minutes, maintenance.VACUUM_LOCK_LEASE; batch attempts exit
+        75 and are retried meanwhile); the harness, which knows that the holder's process (and
+        Spark's JVM, in its process group) is gone, so nothing can still delete files, releases that
+        holder's lock (ControlStore.end_vacuum) so the run is not held up. Waiting `wait_s` first
+        lets attempts meet the lock meanwhile.
 
         A new maintain does not do it by itself: begin_vacuum deletes the pipeline's lock row and
         inserts its own only when no batch is in flight, and the batch an attempt was refused a

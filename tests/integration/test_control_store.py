@@ -578,3 +578,14 @@ def test_the_vacuum_lock_is_taken_only_with_no_batch_in_flight_and_no_fence_is_g
         P, Planner(PlannedRange("orders", 0, 10, 20), PlannedRange("orders", 1, 0, 0))
     )
     assert store.take_fence(later.batch_id) == 1
+
+
+def test_a_vacuum_lock_is_renewed_only_by_its_holder_while_it_holds_it(store: ControlStore, sql) -> None:
+    from datetime import timedelta
+
+    lease = timedelta(minutes=10)
+    assert store.begin_vacuum(P, "m1", lease) == []
+    assert store.renew_vacuum(P, "m1", lease)
+    assert not store.renew_vacuum(P, "m2", lease)  # not its lock
+    sql(update(vacuum_locks).values(expires_at=utc_now() - timedelta(seconds=1)))
+    assert not store.renew_vacuum(P, "m1", lease)  # ran out: a batch may have staged since

@@ -6,17 +6,15 @@
 - an OPTIMIZE that loses to a batch's replace is retried, and past its tries ends with one line
   and the retriable exit 75.
 
-The batches are the real spark-submit job or execute_batch on the test's session; maintain runs
-in this process (its threads share the test's Spark session, as `eos-ingest maintain` would run
-its own). The pauses are Delta's own Python API wrapped, so the same test runs on code without
+The batches run as the spark-submit job runs them (run_fenced, execute_batch) on the test's
+session; maintain runs in this process too (threads share the session, as `eos-ingest maintain`
+would run its own). The pauses are Delta's own Python API wrapped, so the same test runs on code without
 eos-ingest's fault points.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -26,13 +24,11 @@ from delta.tables import DeltaOptimizeBuilder, DeltaTable
 from deltalake import DeltaTable as RsTable
 
 from eos_ingest import maintenance, writer
-from eos_ingest.batch_sequence import PAUSE_BEFORE_TABLE_COMMIT_ENV
+from eos_ingest.batch_sequence import PAUSE_BEFORE_TABLE_COMMIT_ENV, run_fenced
 from eos_ingest.errors import MaintenanceBusyError, exit_code
 from eos_ingest.operations import maintain, open_store, plan_batch
-from eos_ingest.submit import spark_submit_argv, spark_submit_env
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer
-from tests.process_helpers import wait_for_pause
 
 pytestmark = pytest.mark.integration
 
@@ -61,14 +57,6 @@ def table_count(spark, path: Path) -> int:
     return spark.read.format("delta").load(str(path)).count()
 
 
-def start_job(config, batch_id: int, log: Path, pause: Path) -> subprocess.Popen[str]:
-    argv = spark_submit_argv(config.source, batch_id, master="local[1]", driver_memory="1g")
-    env = {**spark_submit_env(), PAUSE_BEFORE_TABLE_COMMIT_ENV: str(pause)}
-    return subprocess.Popen(  # its own session: wait_for_pause kills the group if it hangs
-        argv, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-
-
 def test_a_batch_staged_while_optimize_runs_keeps_its_files_through_vacuum_and_commits_whole(
     spark, kafka_bootstrap, make_topic, make_pipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -92,19 +80,22 @@ def test_a_batch_staged_while_optimize_runs_keeps_its_files_through_vacuum_and_c
         produce(kafka_bootstrap, topic, 200)
         batch, _ = plan_batch(config, store)
         assert batch is not None
-        pause, log = tmp_path / "pause", tmp_path / "job.log"
-        job = start_job(config, batch.batch_id, log, pause)
-        try:
-            wait_for_pause(job, pause, log)  # batch 2's files are staged, not committed
-            staged.set()
-            with pytest.raises(MaintenanceBusyError) as busy:
-                maintained.result(WAIT_S)
-            pause.unlink()
-            assert job.wait(WAIT_S) == 0, log.read_text()[-5000:]
-        finally:
-            staged.set()
-            if job.poll() is None:
-                os.killpg(job.pid, signal.SIGKILL)
+        # Batch 2 runs as the job runs it (run_fenced), in a thread of this process, and pauses
+        # after its gate with its table files staged, not committed.
+        pause = tmp_path / "pause"
+        monkeypatch.setenv(PAUSE_BEFORE_TABLE_COMMIT_ENV, str(pause))
+        with ThreadPoolExecutor(1) as batch_pool:
+            ran: Future = batch_pool.submit(run_fenced, spark, config, store, batch)
+            try:
+                wait_until(lambda: pause.exists() or ran.done())
+                assert not ran.done(), ran.result()
+                staged.set()
+                with pytest.raises(MaintenanceBusyError) as busy:
+                    maintained.result(WAIT_S)
+            finally:
+                staged.set()
+                pause.unlink(missing_ok=True)
+            assert ran.result(WAIT_S).records_written == 100
     text = str(busy.value)
     assert "VACUUM skipped" in text and f"batch {batch.batch_id}" in text, text
 
