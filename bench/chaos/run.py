@@ -98,6 +98,7 @@ class Tally:
     audits: Counter[str] = field(default_factory=Counter)
     maintains: list[dict[str, Any]] = field(default_factory=list)
     vacuum_locks_released: int = 0  # locks of a killed maintain the harness released (the operator)
+    backfills_abandoned: int = 0  # killed backfills' batches abandoned, as an operator does
     conflict_lines: int = 0
     vacuum_lock_lines: int = 0  # log lines of attempts refused a fence while maintain held the lock
     partitions_added: int = 0
@@ -497,6 +498,32 @@ class ChaosRun:
         self.tally.note(f"backfill {partition} [{start}, {end}) -> {entry['exit']}")
         if job.killed_in is None and job.proc.returncode == 0 and job.batch_id is not None:
             self.audit_queue.put(job.batch_id)
+        if job.killed_in is not None and job.batch_id is not None:
+            entry["abandoned"] = self.abandon_killed_backfill(job)
+
+    def abandon_killed_backfill(self, job: Job) -> bool:
+        """What a CLI user does after a backfill died: `eos-ingest abandon` its batch (the Airflow
+        DAG retries the same batch instead). Left planned, it would count as in flight for ever,
+        and every VACUUM would keep its files. A batch the killed job had already committed stays
+        committed (abandon refuses it, exit 1). True when the batch was abandoned."""
+        deadline = time.monotonic() + 30
+        while group_alive(job.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        argv = self.cli(
+            "abandon", "--batch-id", str(job.batch_id), "--reason", "chaos: its backfill was killed"
+        )
+        for _ in range(10):  # PostgreSQL may be restarting
+            done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+            if done.returncode == 0:
+                with self.tally.lock:
+                    self.tally.backfills_abandoned += 1
+                self.tally.note(f"backfill batch {job.batch_id} (killed) abandoned")
+                return True
+            if "nothing to abandon" in done.stderr:
+                return False
+            time.sleep(3.0)
+        self.tally.note(f"backfill batch {job.batch_id} (killed): abandon failed: {done.stderr[-300:]!r}")
+        return False
 
     def audit_loop(self) -> None:
         done = 0
@@ -872,6 +899,7 @@ class ChaosRun:
             "maintains": maintain_counts(t.maintains),
             "maintain_runs": t.maintains,
             "vacuum_locks_released": t.vacuum_locks_released,
+            "backfills_abandoned": t.backfills_abandoned,
             "attempts_refused_by_vacuum_lock_lines": t.vacuum_lock_lines,
             "exits": dict(sorted(t.exits.items())),
             "median_job_seconds": round(self.typical_job_s(), 1),
