@@ -37,7 +37,7 @@ from eos_ingest.config import PipelineConfig, load_pipeline
 from eos_ingest.control_schema import batches as batches_table
 from eos_ingest.control_store import BatchKind, BatchStatus, ControlStore
 from eos_ingest.operations import open_store, plan_batch
-from eos_ingest.planner import Plan, PlannedRange, TopicPartition
+from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 from eos_ingest.status import pipeline_status
 
 RESULTS = paths.REPO_ROOT / "bench" / "results" / "growth.jsonl"

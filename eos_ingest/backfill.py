@@ -21,9 +21,9 @@ from typing import Any
 from eos_ingest.config import PipelineConfig
 from eos_ingest.control_store import Batch, ControlStore
 from eos_ingest.errors import BackfillRangeError
-from eos_ingest.identity import KafkaIdentity, check_identities
 from eos_ingest.kafka_offsets import fetch_snapshot, offsets_for_time
-from eos_ingest.planner import PlannedRange
+from eos_ingest.plan.identity import KafkaIdentity, check_identities
+from eos_ingest.plan.ranges import PlannedRange
 
 # The keys of a request, as the DAG's trigger form and the CLI name them.
 PARAM_KEYS = ("topic", "partitions", "start_offset", "end_offset", "start_time", "end_time", "reason")

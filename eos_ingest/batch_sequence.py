@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from eos_ingest import parser, quality, schema_evolution, writer
 from eos_ingest.config import PipelineConfig
 from eos_ingest.control_store import Batch, ControlStore
-from eos_ingest.data_loss import spark_data_loss
 from eos_ingest.errors import (
     EosIngestError,
     FencedError,
@@ -29,8 +28,9 @@ from eos_ingest.errors import (
     SchemaEvolutionError,
 )
 from eos_ingest.fault_points import pause_if_asked
-from eos_ingest.identity import check_batch_identity
 from eos_ingest.kafka_offsets import fetch_identity
+from eos_ingest.plan.data_loss import spark_data_loss
+from eos_ingest.plan.identity import check_batch_identity
 from eos_ingest.reader import read_ranges
 from eos_ingest.redact import redact_text, secrets_of
 

@@ -25,8 +25,8 @@ from eos_ingest.control_schema import (
     vacuum_locks,
 )
 from eos_ingest.errors import FencedError, PlanError
-from eos_ingest.identity import TopicIdentity
-from eos_ingest.planner import Plan, PlannedRange, TopicPartition
+from eos_ingest.plan.identity import TopicIdentity
+from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from sqlalchemy import Connection, and_, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from eos_ingest import control_queries as q
-from eos_ingest import data_loss
 from eos_ingest.control_engine import TransactionRunner
 from eos_ingest.control_queries import Batch, RangeRecord
 from eos_ingest.control_schema import (
@@ -29,8 +28,9 @@ from eos_ingest.control_schema import (
 )
 from eos_ingest.control_schema import ensure_schema as _ensure_schema
 from eos_ingest.errors import BackfillRangeError, BatchStateError, FencedError, MaintenanceBusyError
-from eos_ingest.identity import KafkaIdentity, TopicIdentity, check_identities
-from eos_ingest.planner import Plan, PlannedRange, TopicPartition
+from eos_ingest.plan import data_loss
+from eos_ingest.plan.identity import KafkaIdentity, TopicIdentity, check_identities
+from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 from eos_ingest.redact import redact_text
 
 __all__ = ["Batch", "BatchKind", "BatchStatus", "ControlStore", "RangeRecord"]

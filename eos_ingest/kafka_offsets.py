@@ -29,8 +29,8 @@ from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception
 
 from eos_ingest import librdkafka_clients
 from eos_ingest.errors import KafkaAccessError, KafkaUnavailableError, TopicNotFoundError
-from eos_ingest.identity import KafkaIdentity
-from eos_ingest.planner import PartitionOffsets
+from eos_ingest.plan.identity import KafkaIdentity
+from eos_ingest.plan.ranges import PartitionOffsets
 from eos_ingest.redact import redact_text
 
 T = TypeVar("T")

@@ -26,7 +26,7 @@ from eos_ingest.config import AlertsConfig, PipelineConfig
 from eos_ingest.control_store import ControlStore
 from eos_ingest.errors import EosIngestError
 from eos_ingest.kafka_offsets import fetch_partition_offsets
-from eos_ingest.planner import PartitionOffsets
+from eos_ingest.plan.ranges import PartitionOffsets
 
 RECORDS, SECONDS = "max_lag_records", "max_lag_seconds"
 

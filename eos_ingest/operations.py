@@ -19,7 +19,7 @@ from eos_ingest.config import PipelineConfig
 from eos_ingest.control_store import Batch, BatchKind, BatchStatus, ControlStore
 from eos_ingest.kafka_offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.object_storage import uses_object_store
-from eos_ingest.planner import TopicPartition, plan_ranges
+from eos_ingest.plan.ranges import TopicPartition, plan_ranges
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from eos_ingest import deferred_modules, frame_stack, paths
 from eos_ingest.config import PipelineConfig
 from eos_ingest.errors import ConfigError
 from eos_ingest.parser import IDENTITY_COLUMNS
-from eos_ingest.planner import PlannedRange
+from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.verify import merge_ranges
 
 if TYPE_CHECKING:

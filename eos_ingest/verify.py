@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from eos_ingest.control_queries import RangeRecord
 from eos_ingest.errors import KafkaUnavailableError
 from eos_ingest.kafka_offsets import fetch_snapshot
-from eos_ingest.planner import PlannedRange
+from eos_ingest.plan.ranges import PlannedRange
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

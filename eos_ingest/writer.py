@@ -28,7 +28,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from eos_ingest.errors import ConfigError, PartialWriteError, WriteConflictError, WriteError
 from eos_ingest.object_storage import delta_rs_uri, storage_options
-from eos_ingest.planner import PlannedRange
+from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.staged_write import StagedReplace, stage_replace
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from eos_ingest.config import PipelineConfig, load_pipeline
-from eos_ingest.planner import PlannedRange
+from eos_ingest.plan.ranges import PlannedRange
 
 
 def pipeline(folder: Path, name: str) -> PipelineConfig:

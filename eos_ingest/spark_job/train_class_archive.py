@@ -19,7 +19,7 @@ import yaml
 
 from eos_ingest import parser, writer
 from eos_ingest.config import PipelineConfig, load_pipeline
-from eos_ingest.planner import PlannedRange
+from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.reader import read_ranges
 from eos_ingest.staged_write import StagedReplace
 

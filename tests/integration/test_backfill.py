@@ -14,7 +14,7 @@ from eos_ingest.backfill import create_backfill, parse_request, plan_backfill
 from eos_ingest.batch_sequence import execute_batch
 from eos_ingest.cli import main, open_store
 from eos_ingest.errors import BackfillRangeError
-from eos_ingest.planner import PlannedRange, TopicPartition
+from eos_ingest.plan.ranges import PlannedRange, TopicPartition
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer
 

@@ -31,8 +31,8 @@ from eos_ingest.errors import (
     PlanError,
     TopicRecreatedError,
 )
-from eos_ingest.identity import KafkaIdentity, TopicIdentity
-from eos_ingest.planner import LostOffsets, Plan, PlannedRange, TopicPartition
+from eos_ingest.plan.identity import KafkaIdentity, TopicIdentity
+from eos_ingest.plan.ranges import LostOffsets, Plan, PlannedRange, TopicPartition
 from tests.fixtures.pipelines import pending_scheduled_batch
 
 pytestmark = pytest.mark.integration

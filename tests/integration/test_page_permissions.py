@@ -22,7 +22,7 @@ import yaml
 
 from eos_ingest import paths
 from eos_ingest.control_store import ControlStore
-from eos_ingest.planner import Plan, PlannedRange, TopicPartition
+from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 from tests.fixtures.kafka import free_port
 
 pytestmark = pytest.mark.integration

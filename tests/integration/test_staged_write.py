@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable
 
 from eos_ingest.errors import WriteError
-from eos_ingest.planner import PlannedRange
+from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.staged_write import StagedReplace
 from eos_ingest.writer import Txn, commit_staged, replace_ranges, stage
 

@@ -14,7 +14,7 @@ from eos_ingest.cli import main as cli_main
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import TopicRecreatedError
 from eos_ingest.kafka_offsets import fetch_identity
-from eos_ingest.planner import TopicPartition
+from eos_ingest.plan.ranges import TopicPartition
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from eos_ingest.errors import WriteConflictError, WriteError
-from eos_ingest.planner import PlannedRange
+from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.writer import Txn, replace_ranges, version_written_by
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ from eos_ingest import audit
 from eos_ingest.audit import batch_files, committed_rows
 from eos_ingest.control_queries import Batch
 from eos_ingest.control_schema import BatchKind, BatchStatus
-from eos_ingest.planner import PlannedRange
+from eos_ingest.plan.ranges import PlannedRange
 
 
 @pytest.fixture(autouse=True, params=["filter", "join"])

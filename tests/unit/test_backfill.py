@@ -9,7 +9,7 @@ import pytest
 
 from eos_ingest.backfill import BackfillRequest, check_ranges, parse_request, parse_time
 from eos_ingest.errors import BackfillRangeError
-from eos_ingest.planner import PlannedRange
+from eos_ingest.plan.ranges import PlannedRange
 
 TOPICS = ("events", "clicks")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from eos_ingest.data_loss import pending_batch_lost_error, pending_losses, spark_data_loss
 from eos_ingest.errors import OffsetsLostError
-from eos_ingest.planner import LostOffsets, PlannedRange, TopicPartition
+from eos_ingest.plan.data_loss import pending_batch_lost_error, pending_losses, spark_data_loss
+from eos_ingest.plan.ranges import LostOffsets, PlannedRange, TopicPartition
 
 R0 = PlannedRange("orders", 0, 100, 200)
 R1 = PlannedRange("orders", 1, 50, 50)  # empty: nothing to read, so nothing lost

@@ -13,7 +13,7 @@ from eos_ingest.airflow_conn import connection_settings_from_env
 from eos_ingest.config import load_pipeline
 from eos_ingest.errors import ConfigError
 from eos_ingest.kafka_java import jaas_quoted
-from eos_ingest.planner import PlannedRange
+from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.reader import read_options, spark_kafka_options
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eos_ingest.operations import caught_up
-from eos_ingest.planner import TopicPartition
+from eos_ingest.plan.ranges import TopicPartition
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from eos_ingest.errors import OffsetsLostError, PlanError, TopicRecreatedError
-from eos_ingest.planner import (
+from eos_ingest.plan.ranges import (
     LostOffsets,
     PartitionOffsets,
     Plan,

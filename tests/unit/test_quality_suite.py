@@ -207,7 +207,7 @@ def test_the_validated_frame_keeps_every_column_the_suite_reads(
 def test_the_pandas_range_column_names_rows_outside_the_planned_ranges_as_spark_does() -> None:
     import pandas as pd
 
-    from eos_ingest.planner import PlannedRange
+    from eos_ingest.plan.ranges import PlannedRange
 
     ranges = [PlannedRange("t", 0, 10, 20), PlannedRange("t", 0, 20, 30), PlannedRange("t", 1, 5, 6)]
     frame = pd.DataFrame(

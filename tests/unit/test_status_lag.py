@@ -15,7 +15,7 @@ import yaml
 from eos_ingest.config import PipelineConfig, load_pipeline
 from eos_ingest.control_store import ControlStore
 from eos_ingest.errors import KafkaUnavailableError
-from eos_ingest.planner import PartitionOffsets, Plan, PlannedRange, TopicPartition
+from eos_ingest.plan.ranges import PartitionOffsets, Plan, PlannedRange, TopicPartition
 from eos_ingest.status import partition_status, pipeline_status
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)

@@ -60,7 +60,7 @@ def test_the_package_zip_is_built_once_per_content_and_imports_from_the_zip(tmp_
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     assert not list(first.parent.glob(".eos_ingest-*")), "no temporary file left"
     # Python imports the package from the zip alone (as the executors do).
-    probe = "import eos_ingest.planner as p, sys; print(p.__file__)"
+    probe = "import eos_ingest.plan.ranges as p, sys; print(p.__file__)"
     out = subprocess.run(
         [sys.executable, "-c", probe], env={"PYTHONPATH": str(first)}, cwd=tmp_path,
         capture_output=True, text=True, check=True,

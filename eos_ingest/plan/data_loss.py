@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from eos_ingest.errors import OffsetsLostError
-from eos_ingest.planner import LostOffsets, PlannedRange, TopicPartition
+from eos_ingest.plan.ranges import LostOffsets, PlannedRange, TopicPartition
 
 # What Spark 4.1's Kafka source raises when failOnDataLoss=true meets deleted offsets (seen on a
 # real broker after DeleteRecords): the JVM class, its error class prefix and its message text.

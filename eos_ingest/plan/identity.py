@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from eos_ingest.errors import ClusterMismatchError, TopicRecreatedError
-from eos_ingest.planner import PlannedRange
+from eos_ingest.plan.ranges import PlannedRange
 
 
 @dataclass(frozen=True)
