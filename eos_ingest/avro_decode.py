@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from eos_ingest import schema_registry
-from eos_ingest.avro_schema import required_fields
+from eos_ingest.schema import registry as schema_registry
+from eos_ingest.schema.avro import required_fields
 from eos_ingest.schema_evolution import Columns, avro_reader
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
-from eos_ingest import schema_registry
-from eos_ingest.avro_schema import record_columns, required_fields
+from eos_ingest.schema import registry as schema_registry
+from eos_ingest.schema.avro import record_columns, required_fields
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

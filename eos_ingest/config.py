@@ -57,8 +57,6 @@ import yaml
 from pydantic import ValidationError
 
 from eos_ingest import paths
-from eos_ingest.avro_schema import load_schema_file, spark_ddl
-from eos_ingest.config_ddl import RESERVED_COLUMNS, hint, parse_ddl
 from eos_ingest.config_model import (
     NAME,
     SCHEDULE_PRESETS,
@@ -71,7 +69,9 @@ from eos_ingest.errors import ConfigError
 from eos_ingest.network_fs import state_places, warn_once
 from eos_ingest.object_storage import TableLocation
 from eos_ingest.redact import is_secret_key, redact_text, redact_url, redact_value, secrets_of
-from eos_ingest.schema_registry import RegistrySettings
+from eos_ingest.schema.avro import load_schema_file, spark_ddl
+from eos_ingest.schema.ddl import RESERVED_COLUMNS, hint, parse_ddl
+from eos_ingest.schema.registry import RegistrySettings
 
 __all__ = [
     "RESERVED_COLUMNS",

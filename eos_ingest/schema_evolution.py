@@ -24,10 +24,10 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eos_ingest import parser
-from eos_ingest.avro_schema import AvroSchemaError, record_columns, spark_ddl
-from eos_ingest.config_ddl import RESERVED_COLUMNS
 from eos_ingest.errors import SchemaEvolutionError
 from eos_ingest.parser import INTERNAL_COLUMNS, meta_columns
+from eos_ingest.schema.avro import AvroSchemaError, record_columns, spark_ddl
+from eos_ingest.schema.ddl import RESERVED_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
-from eos_ingest import registry_conn, schema_registry, submit
-from eos_ingest.avro_schema import AvroSchemaError, required_fields, spark_ddl
+from eos_ingest import registry_conn, submit
 from eos_ingest.config import load_pipeline
 from eos_ingest.errors import ConfigError, SchemaRegistryUnavailableError, exit_code
+from eos_ingest.schema import registry as schema_registry
+from eos_ingest.schema.avro import AvroSchemaError, required_fields, spark_ddl
 
 ORDER = {
     "type": "record",

@@ -1,0 +1,3 @@
+"""Schemas of the output: the columns and DDL of the tables, Avro schemas and their Spark types, the schema registry's client.
+
+Imports the package root (errors) only."""
