@@ -32,10 +32,11 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from sqlalchemy import update
 
-from eos_ingest import control_queries, paths
+from eos_ingest import paths
 from eos_ingest.config import PipelineConfig, load_pipeline
-from eos_ingest.control_schema import batches as batches_table
-from eos_ingest.control_store import BatchKind, BatchStatus, ControlStore
+from eos_ingest.control import queries as control_queries
+from eos_ingest.control.schema import batches as batches_table
+from eos_ingest.control.store import BatchKind, BatchStatus, ControlStore
 from eos_ingest.operations import open_store, plan_batch
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 from eos_ingest.status import pipeline_status

@@ -42,7 +42,7 @@ from bench import growth_report, object_storage_report, report  # noqa: E402
 from bench.measure import Measured, RssPoller, run_measured  # noqa: E402
 from bench.workload import SCHEMA, Workload, produce  # noqa: E402
 from eos_ingest import paths  # noqa: E402
-from eos_ingest.control_store import ControlStore  # noqa: E402
+from eos_ingest.control.store import ControlStore  # noqa: E402
 from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF, local_jars  # noqa: E402
 from eos_ingest.submit import spark_submit_binary, spark_submit_env  # noqa: E402
 

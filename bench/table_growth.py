@@ -491,7 +491,7 @@ def run_peak(argv: Sequence[str], timeout_s: float) -> tuple[str, float, PeakPol
 RECOUNT = """
 import json, re, sys, time
 from eos_ingest.config import load_pipeline
-from eos_ingest.control_store import ControlStore
+from eos_ingest.control.store import ControlStore
 from eos_ingest.quality import committed_record_count
 def hwm_kb():
     with open("/proc/self/status") as status:

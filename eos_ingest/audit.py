@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from eos_ingest.config import PipelineConfig
-from eos_ingest.control_store import Batch, BatchStatus, ControlStore
+from eos_ingest.control.store import Batch, BatchStatus, ControlStore
 from eos_ingest.errors import BatchStateError
 from eos_ingest.gx_context import validate
 from eos_ingest.object_storage import TableLocation, delta_rs_table

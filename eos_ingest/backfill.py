@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eos_ingest.config import PipelineConfig
-from eos_ingest.control_store import Batch, ControlStore
+from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import BackfillRangeError
 from eos_ingest.kafka_offsets import fetch_snapshot, offsets_for_time
 from eos_ingest.plan.identity import KafkaIdentity, check_identities

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from eos_ingest import parser, quality, schema_evolution, writer
 from eos_ingest.config import PipelineConfig
-from eos_ingest.control_store import Batch, ControlStore
+from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import (
     EosIngestError,
     FencedError,

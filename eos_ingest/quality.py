@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from eos_ingest import gx_context
 from eos_ingest.config import PipelineConfig
-from eos_ingest.control_store import Batch
+from eos_ingest.control.store import Batch
 from eos_ingest.errors import QualityGateError
 from eos_ingest.gx_context import (
     ASSET,

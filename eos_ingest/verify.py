@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from eos_ingest.control_queries import RangeRecord
+from eos_ingest.control.queries import RangeRecord
 from eos_ingest.errors import KafkaUnavailableError
 from eos_ingest.kafka_offsets import fetch_snapshot
 from eos_ingest.plan.ranges import PlannedRange

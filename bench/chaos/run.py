@@ -431,7 +431,7 @@ class ChaosRun:
         return not outcome.startswith("inconclusive")
 
     def backfill_loop(self) -> None:
-        from eos_ingest.control_store import ControlStore
+        from eos_ingest.control.store import ControlStore
 
         cfg = self.cfg
         times = spread(max(1, (cfg.backfills + 1) // 2), cfg.chaos_seconds)
@@ -708,7 +708,7 @@ class ChaosRun:
         """An engine of our own to read the lock row, and a ControlStore to release it."""
         from sqlalchemy import create_engine
 
-        from eos_ingest.control_store import ControlStore
+        from eos_ingest.control.store import ControlStore
 
         with self.lock:
             if self._lock_db is None:
@@ -731,7 +731,7 @@ class ChaosRun:
         the database did not answer."""
         from sqlalchemy import select
 
-        from eos_ingest.control_schema import vacuum_locks
+        from eos_ingest.control.schema import vacuum_locks
 
         for attempt in range(attempts):
             try:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest.control_store import ControlStore
+from eos_ingest.control.store import ControlStore
 from tests.fixtures.pipelines import verify_pipeline
 from tests.fixtures.spark_cluster import assert_ran_on_cluster
 from tests.kafka_helpers import TxProducer

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from eos_ingest.control_store import Batch, ControlStore
+from eos_ingest.control.store import Batch, ControlStore
 from tests.e2e.conftest import RUN_TIMEOUT_S, Stack
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from eos_ingest.control_schema import BatchStatus
-from eos_ingest.control_store import ControlStore
+from eos_ingest.control.schema import BatchStatus
+from eos_ingest.control.store import ControlStore
 from tests.e2e.conftest import RUN_TIMEOUT_S, Stack
 from tests.fixtures.kafka import SaslSslListener
 

@@ -17,7 +17,7 @@ import fastavro
 import pytest
 
 from eos_ingest.cli import main as cli_main
-from eos_ingest.control_store import BatchStatus, ControlStore
+from eos_ingest.control.store import BatchStatus, ControlStore
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer
 

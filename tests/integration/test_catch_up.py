@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from eos_ingest.batch_sequence import PAUSE_BEFORE_COMMIT_ENV
-from eos_ingest.control_store import BatchStatus
+from eos_ingest.control.store import BatchStatus
 from eos_ingest.kafka_offsets import fetch_partition_offsets
 from eos_ingest.plan.ranges import TopicPartition
 from eos_ingest.submit import spark_submit_argv, spark_submit_env

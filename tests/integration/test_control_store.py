@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import create_engine, func, insert, inspect, select, text, update
 from sqlalchemy.exc import IntegrityError
 
-from eos_ingest.control_schema import (
+from eos_ingest.control.schema import (
     SCHEMA_VERSION,
     batches,
     metadata,
@@ -21,7 +21,7 @@ from eos_ingest.control_schema import (
     utc_now,
     vacuum_locks,
 )
-from eos_ingest.control_store import BatchKind, BatchStatus, ControlStore
+from eos_ingest.control.store import BatchKind, BatchStatus, ControlStore
 from eos_ingest.errors import (
     BackfillRangeError,
     BatchStateError,

@@ -15,7 +15,7 @@ import yaml
 
 from eos_ingest.cli import main as cli_main
 from eos_ingest.config import load_pipeline
-from eos_ingest.control_store import ControlStore
+from eos_ingest.control.store import ControlStore
 from tests.kafka_helpers import TxProducer
 
 JSON_SCHEMA = "id BIGINT, name STRING, amount DOUBLE"

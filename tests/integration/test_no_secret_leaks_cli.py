@@ -20,7 +20,7 @@ import yaml
 from sqlalchemy.engine import make_url
 
 from eos_ingest.cli import main as cli_main
-from eos_ingest.control_store import ControlStore
+from eos_ingest.control.store import ControlStore
 from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.integration

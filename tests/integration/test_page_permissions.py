@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from eos_ingest import paths
-from eos_ingest.control_store import ControlStore
+from eos_ingest.control.store import ControlStore
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 from tests.fixtures.kafka import free_port
 

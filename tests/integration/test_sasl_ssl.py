@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from eos_ingest.cli import main as cli_main
-from eos_ingest.control_store import ControlStore
+from eos_ingest.control.store import ControlStore
 from tests.fixtures.kafka import SaslSslListener
 from tests.kafka_helpers import TxProducer
 

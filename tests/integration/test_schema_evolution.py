@@ -12,7 +12,7 @@ import pytest
 
 from eos_ingest.backfill import create_backfill, parse_request
 from eos_ingest.batch_sequence import BatchResult, execute_batch, run_fenced
-from eos_ingest.control_store import BatchStatus
+from eos_ingest.control.store import BatchStatus
 from eos_ingest.errors import SchemaEvolutionError
 from eos_ingest.operations import open_store, plan_batch
 from tests.fixtures.pipelines import ingest_once, verify_pipeline

@@ -12,8 +12,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from eos_ingest import audit
 from eos_ingest.audit import batch_files, committed_rows
-from eos_ingest.control_queries import Batch
-from eos_ingest.control_schema import BatchKind, BatchStatus
+from eos_ingest.control.queries import Batch
+from eos_ingest.control.schema import BatchKind, BatchStatus
 from eos_ingest.plan.ranges import PlannedRange
 
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from eos_ingest.committed_counts import read_committed_consumer
-from eos_ingest.control_store import ControlStore
+from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import ConfigError
 
 REFUSED = {

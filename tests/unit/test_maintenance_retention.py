@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from eos_ingest.control_store import Batch, BatchKind, BatchStatus
+from eos_ingest.control.store import Batch, BatchKind, BatchStatus
 from eos_ingest.errors import ConfigError
 from eos_ingest.maintenance import DEFAULT_RETENTION_HOURS, vacuum_retention_hours
 

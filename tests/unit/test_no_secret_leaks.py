@@ -32,7 +32,7 @@ from markupsafe import escape
 
 from eos_ingest import airflow_dags, cli, operations, status
 from eos_ingest.config import load_pipeline
-from eos_ingest.control_store import ControlStore
+from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import ConfigError, KafkaUnavailableError
 from eos_ingest.kafka_offsets import _QuietLibrdkafkaLog
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition

@@ -26,7 +26,7 @@ import yaml
 from fastapi.testclient import TestClient
 
 from eos_ingest import paths, status
-from eos_ingest.control_store import ControlStore
+from eos_ingest.control.store import ControlStore
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 from tests.fixtures import page_users
 from tests.fixtures.kafka import free_port

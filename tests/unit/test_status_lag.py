@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from eos_ingest.config import PipelineConfig, load_pipeline
-from eos_ingest.control_store import ControlStore
+from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import KafkaUnavailableError
 from eos_ingest.plan.ranges import PartitionOffsets, Plan, PlannedRange, TopicPartition
 from eos_ingest.status import partition_status, pipeline_status

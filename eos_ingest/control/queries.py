@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, and_, insert, select, text, update
 
-from eos_ingest.control_schema import (
+from eos_ingest.control.schema import (
     BatchKind,
     BatchStatus,
     advisory_key,

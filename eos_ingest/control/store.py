@@ -14,10 +14,10 @@ from datetime import timedelta
 from sqlalchemy import Connection, and_, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
-from eos_ingest import control_queries as q
-from eos_ingest.control_engine import TransactionRunner
-from eos_ingest.control_queries import Batch, RangeRecord
-from eos_ingest.control_schema import (
+from eos_ingest.control import queries as q
+from eos_ingest.control.engine import TransactionRunner
+from eos_ingest.control.queries import Batch, RangeRecord
+from eos_ingest.control.schema import (
     BatchKind,
     BatchStatus,
     batch_ranges,
@@ -26,7 +26,7 @@ from eos_ingest.control_schema import (
     utc_now,
     vacuum_locks,
 )
-from eos_ingest.control_schema import ensure_schema as _ensure_schema
+from eos_ingest.control.schema import ensure_schema as _ensure_schema
 from eos_ingest.errors import BackfillRangeError, BatchStateError, FencedError, MaintenanceBusyError
 from eos_ingest.plan import data_loss
 from eos_ingest.plan.identity import KafkaIdentity, TopicIdentity, check_identities
