@@ -20,9 +20,9 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, TopicPartition
 
 from bench.workload import produce
-from eos_ingest.committed_counts import count_by_records
-from eos_ingest.header_counts import count_from_headers
-from eos_ingest.kafka_python_settings import kafka_python_config
+from eos_ingest.kafka.committed_counts import count_by_records
+from eos_ingest.kafka.header_counts import count_from_headers
+from eos_ingest.kafka.python_settings import kafka_python_config
 
 
 def committed_ends(bootstrap: str, topic: str) -> dict[int, int]:

@@ -21,7 +21,7 @@ from typing import Any
 from eos_ingest.config import PipelineConfig
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import BackfillRangeError
-from eos_ingest.kafka_offsets import fetch_snapshot, offsets_for_time
+from eos_ingest.kafka.offsets import fetch_snapshot, offsets_for_time
 from eos_ingest.plan.identity import KafkaIdentity, check_identities
 from eos_ingest.plan.ranges import PlannedRange
 

@@ -28,7 +28,7 @@ from eos_ingest.errors import (
     SchemaEvolutionError,
 )
 from eos_ingest.fault_points import pause_if_asked
-from eos_ingest.kafka_offsets import fetch_identity
+from eos_ingest.kafka.offsets import fetch_identity
 from eos_ingest.plan.data_loss import spark_data_loss
 from eos_ingest.plan.identity import check_batch_identity
 from eos_ingest.reader import read_ranges

@@ -28,7 +28,7 @@ from eos_ingest.backfill import PARAM_KEYS
 from eos_ingest.config import PipelineConfig, load_pipeline, load_pipeline_by_name
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EXIT_LAG_LIMIT, ConfigError, EosIngestError, exit_code
-from eos_ingest.kafka_offsets import fetch_snapshot
+from eos_ingest.kafka.offsets import fetch_snapshot
 from eos_ingest.operations import (
     audit_batches,
     batch_summary,

@@ -25,7 +25,7 @@ from eos_ingest import status
 from eos_ingest.config import AlertsConfig, PipelineConfig
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EosIngestError
-from eos_ingest.kafka_offsets import fetch_partition_offsets
+from eos_ingest.kafka.offsets import fetch_partition_offsets
 from eos_ingest.plan.ranges import PartitionOffsets
 
 RECORDS, SECONDS = "max_lag_records", "max_lag_seconds"

@@ -17,7 +17,7 @@ from eos_ingest.airflow_conn import KAFKA_SETTINGS_ENV, connection_settings_from
 from eos_ingest.backfill import BackfillRequest, create_backfill, parse_request
 from eos_ingest.config import PipelineConfig
 from eos_ingest.control.store import Batch, BatchKind, BatchStatus, ControlStore
-from eos_ingest.kafka_offsets import fetch_partition_offsets, fetch_snapshot
+from eos_ingest.kafka.offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.object_storage import uses_object_store
 from eos_ingest.plan.ranges import TopicPartition, plan_ranges
 from eos_ingest.submit import spark_submit_argv, spark_submit_env

@@ -58,7 +58,7 @@ def committed_record_count(config: PipelineConfig, batch: Batch) -> int:
     the records.
     """
     # Imported here: kafka-python's import (~70 ms) is wasted on an audit that does not recount.
-    from eos_ingest.committed_counts import read_committed_counts
+    from eos_ingest.kafka.committed_counts import read_committed_counts
 
     return sum(read_committed_counts(config.kafka_settings, merge_ranges(batch.ranges)).values())
 

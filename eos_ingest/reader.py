@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from eos_ingest.kafka_java import java_kafka_options
+from eos_ingest.kafka.java_settings import java_kafka_options
 from eos_ingest.plan.ranges import PlannedRange, ranges_to_assign_json, ranges_to_kafka_json
 
 if TYPE_CHECKING:

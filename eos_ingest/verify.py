@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from eos_ingest.control.queries import RangeRecord
 from eos_ingest.errors import KafkaUnavailableError
-from eos_ingest.kafka_offsets import fetch_snapshot
+from eos_ingest.kafka.offsets import fetch_snapshot
 from eos_ingest.plan.ranges import PlannedRange
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def committed_identity_stream(
     batch at a time: memory stays O(one batch) whatever the number of records."""
     # Imported here, as in quality.committed_record_count: kafka-python's import (~70 ms) is
     # wasted on the many importers of this module that never read Kafka (the audit, the gate).
-    from eos_ingest.committed_counts import read_committed_consumer
+    from eos_ingest.kafka.committed_counts import read_committed_consumer
 
     consumer = read_committed_consumer(kafka_settings)
     try:

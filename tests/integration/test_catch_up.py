@@ -12,7 +12,7 @@ import pytest
 
 from eos_ingest.batch_sequence import PAUSE_BEFORE_COMMIT_ENV
 from eos_ingest.control.store import BatchStatus
-from eos_ingest.kafka_offsets import fetch_partition_offsets
+from eos_ingest.kafka.offsets import fetch_partition_offsets
 from eos_ingest.plan.ranges import TopicPartition
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
 from tests.fixtures.pipelines import pending_scheduled_batch, verify_pipeline

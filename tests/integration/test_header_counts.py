@@ -16,10 +16,10 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Producer
 
-from eos_ingest.committed_counts import count_by_records, read_committed_counts
 from eos_ingest.errors import KafkaAccessError
-from eos_ingest.header_counts import count_from_headers
-from eos_ingest.kafka_python_settings import kafka_python_config
+from eos_ingest.kafka.committed_counts import count_by_records, read_committed_counts
+from eos_ingest.kafka.header_counts import count_from_headers
+from eos_ingest.kafka.python_settings import kafka_python_config
 from tests.kafka_helpers import watermarks
 
 pytestmark = pytest.mark.integration
@@ -195,7 +195,7 @@ def test_a_setting_without_a_translation_counts_record_by_record(
     end = watermarks(kafka_bootstrap, topic, 0, "read_committed")[1]
     settings = {"bootstrap.servers": kafka_bootstrap, "topic.metadata.refresh.interval.ms": "60000"}
 
-    with caplog.at_level(logging.INFO, logger="eos_ingest.committed_counts"):
+    with caplog.at_level(logging.INFO, logger="eos_ingest.kafka.committed_counts"):
         counts = read_committed_counts(settings, {(topic, 0): [(0, end)]})
 
     assert counts == {(topic, 0): committed[0]}

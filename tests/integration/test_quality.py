@@ -15,10 +15,10 @@ import pytest
 from eos_ingest import cli, gx_context, quality
 from eos_ingest.audit import audit_batch
 from eos_ingest.cli import open_store, plan_batch
-from eos_ingest.committed_counts import read_committed_counts
 from eos_ingest.control.store import BatchStatus
 from eos_ingest.errors import QualityGateError
 from eos_ingest.job import run_job
+from eos_ingest.kafka.committed_counts import read_committed_counts
 from eos_ingest.verify import merge_ranges, read_committed_identities
 from tests.fixtures.pipelines import ingest_once
 from tests.kafka_helpers import TxProducer

@@ -13,7 +13,7 @@ from eos_ingest.cli import open_store
 from eos_ingest.config import load_pipeline
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import ControlStoreUnavailableError, KafkaUnavailableError
-from eos_ingest.kafka_offsets import fetch_partition_offsets
+from eos_ingest.kafka.offsets import fetch_partition_offsets
 from tests.fixtures.kafka import free_port
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer

@@ -12,9 +12,9 @@ import socket
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from eos_ingest.committed_counts import read_committed_counts
 from eos_ingest.errors import EXIT_RETRIABLE, KafkaUnavailableError, exit_code
-from eos_ingest.kafka_offsets import transient
+from eos_ingest.kafka.committed_counts import read_committed_counts
+from eos_ingest.kafka.offsets import transient
 
 
 def closed_port() -> int:

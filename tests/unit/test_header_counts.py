@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from eos_ingest.header_counts import count_fetched
-from eos_ingest.kafka_python_settings import Untranslatable, kafka_python_config
+from eos_ingest.kafka.header_counts import count_fetched
+from eos_ingest.kafka.python_settings import Untranslatable, kafka_python_config
 
 
 def batch_bytes(offsets: list[int], base: int = 0, compression: int = 0) -> bytes:

@@ -7,9 +7,9 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from eos_ingest import kafka_offsets
 from eos_ingest.errors import KafkaAccessError, KafkaUnavailableError
-from eos_ingest.kafka_offsets import topic_problems, with_retries
+from eos_ingest.kafka import offsets as kafka_offsets
+from eos_ingest.kafka.offsets import topic_problems, with_retries
 
 UNKNOWN = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
 NO_LEADER = KafkaError(KafkaError.LEADER_NOT_AVAILABLE)

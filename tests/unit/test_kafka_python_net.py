@@ -10,7 +10,7 @@ from typing import Any
 from kafka.net.selector import NetworkSelector
 from kafka.net.transport import KafkaTCPTransport
 
-from eos_ingest.kafka_python_net import _TCPTransport
+from eos_ingest.kafka.python_net import _TCPTransport
 
 
 class _Recorder:

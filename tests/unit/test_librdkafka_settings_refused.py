@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eos_ingest.committed_counts import read_committed_consumer
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import ConfigError
+from eos_ingest.kafka.committed_counts import read_committed_consumer
 
 REFUSED = {
     "a number that is not one": ({"fetch.wait.max.ms": "abc"}, '"fetch.wait.max.ms"'),

@@ -34,7 +34,7 @@ from eos_ingest import airflow_dags, cli, operations, status
 from eos_ingest.config import load_pipeline
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import ConfigError, KafkaUnavailableError
-from eos_ingest.kafka_offsets import _QuietLibrdkafkaLog
+from eos_ingest.kafka.offsets import _QuietLibrdkafkaLog
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 from tests.fixtures import page_users
 from tests.fixtures.kafka import free_port

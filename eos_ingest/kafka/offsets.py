@@ -27,8 +27,8 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception
 
-from eos_ingest import librdkafka_clients
 from eos_ingest.errors import KafkaAccessError, KafkaUnavailableError, TopicNotFoundError
+from eos_ingest.kafka import clients as librdkafka_clients
 from eos_ingest.plan.identity import KafkaIdentity
 from eos_ingest.plan.ranges import PartitionOffsets
 from eos_ingest.redact import redact_text

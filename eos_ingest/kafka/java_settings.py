@@ -46,7 +46,7 @@ _COMBINED = {
     "enable.ssl.certificate.verification",
 }
 _PEM_CERTIFICATE = "-----BEGIN CERTIFICATE-----"
-_FIX = "remove it from the pipeline's 'kafka' settings or add its translation to eos_ingest/kafka_java.py"
+_FIX = "remove it from the pipeline's 'kafka' settings or add its translation to eos_ingest/kafka/java_settings.py"
 
 
 def java_kafka_options(kafka_settings: Mapping[str, str]) -> dict[str, str]:

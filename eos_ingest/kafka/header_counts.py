@@ -36,7 +36,7 @@ from kafka.record import MemoryRecords
 from kafka.structs import TopicPartition
 
 from eos_ingest.errors import KafkaAccessError
-from eos_ingest.kafka_python_net import ConnectionManager
+from eos_ingest.kafka.python_net import ConnectionManager
 
 Spans = Mapping[tuple[str, int], Sequence[tuple[int, int]]]
 
