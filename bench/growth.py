@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from sqlalchemy import update
 
 from eos_ingest import paths
-from eos_ingest.config import PipelineConfig, load_pipeline
+from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.control import queries as control_queries
 from eos_ingest.control.schema import batches as batches_table
 from eos_ingest.control.store import BatchKind, BatchStatus, ControlStore

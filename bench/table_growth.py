@@ -273,7 +273,7 @@ def warm_up(
     paid before any measurement, so the first checkpoint is not the slowest for that alone.
     Returns (seconds, seconds of the audit or None when there is no warm-up batch)."""
     from eos_ingest import audit
-    from eos_ingest.config import load_pipeline
+    from eos_ingest.config.pipeline import load_pipeline
     from eos_ingest.operations import open_store
 
     if args.warm_up_batches < 1:
@@ -301,7 +301,7 @@ def warm_up(
 
 def growth(spark: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     from eos_ingest import audit, writer
-    from eos_ingest.config import load_pipeline
+    from eos_ingest.config.pipeline import load_pipeline
     from eos_ingest.operations import open_store
 
     partitions = args.partitions
@@ -490,7 +490,7 @@ def run_peak(argv: Sequence[str], timeout_s: float) -> tuple[str, float, PeakPol
 # Linux carries the parent's peak (this benchmark's, with its JVM gateway) across fork and exec.
 RECOUNT = """
 import json, re, sys, time
-from eos_ingest.config import load_pipeline
+from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.control.store import ControlStore
 from eos_ingest.quality import committed_record_count
 def hwm_kb():
@@ -511,7 +511,7 @@ print(json.dumps({"records": records, "seconds": seconds, "hwm_before_kb": befor
 def prepare_memory_size(spark: Any, args: argparse.Namespace, root: Path, records: int) -> dict[str, Any]:
     """Produce `records`, ingest them (gate off) and plan the recount's batch over all of them."""
     from eos_ingest.batch_sequence import GATE_OFF_ENV
-    from eos_ingest.config import load_pipeline
+    from eos_ingest.config.pipeline import load_pipeline
     from eos_ingest.operations import catch_up_target, caught_up, open_store, plan_batch
 
     topic = f"table_growth_mem_{records}_{uuid.uuid4().hex[:6]}"

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import ConfigError
 from eos_ingest.redact import is_secret_key
 

@@ -37,7 +37,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG, Asset, BaseHook, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 
-from eos_ingest.config import PipelineConfig, default_pipelines_dir, load_pipeline
+from eos_ingest.config.pipeline import PipelineConfig, default_pipelines_dir, load_pipeline
 from eos_ingest.dag_ids import backfill_dag_id, ingest_dag_id, maintain_dag_id
 from eos_ingest.errors import ConfigError, EosIngestError
 from eos_ingest.object_storage import table_uri

@@ -171,7 +171,7 @@ def pipelines_dir() -> Path:
     """The DAGs' pipelines folder: $EOS_PIPELINES_DIR, else pipelines/ beside Airflow's DAGs folder."""
     from airflow.configuration import conf
 
-    from eos_ingest.config import default_pipelines_dir
+    from eos_ingest.config.pipeline import default_pipelines_dir
 
     return default_pipelines_dir(Path(conf.get("core", "dags_folder")).absolute())
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch, BatchStatus, ControlStore
 from eos_ingest.errors import BatchStateError
 from eos_ingest.gx_context import validate

@@ -29,7 +29,7 @@ from eos_ingest.schema_evolution import Columns, avro_reader
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from eos_ingest.config import PipelineConfig
+    from eos_ingest.config.pipeline import PipelineConfig
 
 log = logging.getLogger(__name__)
 

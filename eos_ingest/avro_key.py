@@ -21,7 +21,7 @@ from eos_ingest.schema.avro import record_columns, required_fields
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from eos_ingest.config import PipelineConfig
+    from eos_ingest.config.pipeline import PipelineConfig
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import BackfillRangeError
 from eos_ingest.kafka.offsets import fetch_snapshot, offsets_for_time

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eos_ingest import parser, quality, schema_evolution, writer
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import (
     EosIngestError,

@@ -25,7 +25,7 @@ from eos_ingest.airflow_conn import (
     config_for_cli,
 )
 from eos_ingest.backfill import PARAM_KEYS
-from eos_ingest.config import PipelineConfig, load_pipeline, load_pipeline_by_name
+from eos_ingest.config.pipeline import PipelineConfig, load_pipeline, load_pipeline_by_name
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EXIT_LAG_LIMIT, ConfigError, EosIngestError, exit_code
 from eos_ingest.kafka.offsets import fetch_snapshot

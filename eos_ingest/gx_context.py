@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from eos_ingest import paths
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import ConfigError, GxLockTimeoutError
 from eos_ingest.quality_suite import EXPECTED_ROWS, build_suite, import_gx, quiet_gx
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from eos_ingest import quality, registry_conn
 from eos_ingest.airflow_conn import KAFKA_SETTINGS_ENV, with_kafka_overrides
 from eos_ingest.batch_sequence import GATE_OFF_ENV, BatchResult, run_fenced
-from eos_ingest.config import load_pipeline
+from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.control.store import BatchStatus, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError, FencedError, exit_code
 from eos_ingest.object_storage import configure_session

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eos_ingest import status
-from eos_ingest.config import AlertsConfig, PipelineConfig
+from eos_ingest.config.pipeline import AlertsConfig, PipelineConfig
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EosIngestError
 from eos_ingest.kafka.offsets import fetch_partition_offsets

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import ConfigError, MaintenanceBusyError
 from eos_ingest.fault_points import pause_if_asked

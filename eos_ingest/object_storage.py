@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from deltalake import DeltaTable
     from pyspark.sql import SparkSession
 
-    from eos_ingest.config import PipelineConfig
+    from eos_ingest.config.pipeline import PipelineConfig
 
 S3A = "s3a://"
 # Where a table lives: a local (or mounted) folder, or an s3a:// URI as the file spells it.

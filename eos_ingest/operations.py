@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from eos_ingest.airflow_conn import KAFKA_SETTINGS_ENV, connection_settings_from_env, encode_settings
 from eos_ingest.backfill import BackfillRequest, create_backfill, parse_request
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch, BatchKind, BatchStatus, ControlStore
 from eos_ingest.kafka.offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.object_storage import uses_object_store
@@ -254,7 +254,7 @@ def check_lag(
     replaces the file's. ConfigError when neither gives a limit."""
     from dataclasses import replace
 
-    from eos_ingest.config import AlertsConfig
+    from eos_ingest.config.pipeline import AlertsConfig
     from eos_ingest.errors import ConfigError
     from eos_ingest.lag_alerts import check_lag as check
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation
 
     from eos_ingest.avro_decode import AvroBatch
-    from eos_ingest.config import PipelineConfig
+    from eos_ingest.config.pipeline import PipelineConfig
 
 # Identity first: Delta keeps min/max statistics for the leading columns, and a replace of a
 # range prunes files with them.

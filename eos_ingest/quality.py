@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from eos_ingest import gx_context
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch
 from eos_ingest.errors import QualityGateError
 from eos_ingest.gx_context import (

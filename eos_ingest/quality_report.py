@@ -6,7 +6,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EosIngestError
 from eos_ingest.quality_suite import summarize

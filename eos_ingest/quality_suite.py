@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eos_ingest import deferred_modules, frame_stack, paths
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import ConfigError
 from eos_ingest.parser import IDENTITY_COLUMNS
 from eos_ingest.plan.ranges import PlannedRange

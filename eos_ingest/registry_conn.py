@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit
 
 from eos_ingest.airflow_conn import connection_env_name
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import ConfigError
 
 

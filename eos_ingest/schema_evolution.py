@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from eos_ingest.avro_decode import AvroBatch
-    from eos_ingest.config import PipelineConfig
+    from eos_ingest.config.pipeline import PipelineConfig
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from eos_ingest import paths
-from eos_ingest.config import PipelineConfig, default_pipelines_dir, load_pipeline
+from eos_ingest.config.pipeline import PipelineConfig, default_pipelines_dir, load_pipeline
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError
 from eos_ingest.kafka.offsets import fetch_partition_offsets, first_record_timestamps

@@ -127,7 +127,7 @@ def shipped(config_path: Path) -> dict[str, str]:
 
 def avro_schema_files(config_path: Path) -> list[Path]:
     """The schema files an Avro pipeline reads; they are shipped flat, so two of one name clash."""
-    from eos_ingest.config import load_pipeline
+    from eos_ingest.config.pipeline import load_pipeline
 
     try:
         config = load_pipeline(config_path)

@@ -106,7 +106,7 @@ from datetime import datetime
 from pathlib import Path
 
 from eos_ingest.cli import batch_summary
-from eos_ingest.config import load_pipeline_by_name
+from eos_ingest.config.pipeline import load_pipeline_by_name
 from eos_ingest.control.store import ControlStore
 from eos_ingest.gx_context import data_docs_index
 

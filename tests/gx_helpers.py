@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from eos_ingest.config import PipelineConfig, load_pipeline
+from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.plan.ranges import PlannedRange
 
 

@@ -35,7 +35,7 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from eos_ingest.config import PipelineConfig, load_pipeline
+from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from tests.e2e.airflow_api import AirflowApi
 from tests.e2e.airflow_stack import running_airflow
 from tests.fixtures.kafka import SaslSslListener

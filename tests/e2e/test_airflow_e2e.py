@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import ControlStore
 from eos_ingest.kafka.offsets import fetch_partition_offsets
 from tests.e2e.conftest import BAD_VALUES, CANARY, RUN_TIMEOUT_S, Stack

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from eos_ingest.cli import main as cli_main
-from eos_ingest.config import load_pipeline
+from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.control.store import ControlStore
 from tests.kafka_helpers import TxProducer
 

@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 
 from eos_ingest import paths
 from eos_ingest.cli import main as cli_main
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import EXIT_LAG_LIMIT
 from eos_ingest.operations import open_store
 from tests.integration.test_status import ingest_first_batch

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from eos_ingest import paths
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.integration

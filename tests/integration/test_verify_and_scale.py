@@ -10,7 +10,7 @@ import time
 import pytest
 
 from eos_ingest.cli import open_store
-from eos_ingest.config import load_pipeline
+from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import ControlStoreUnavailableError, KafkaUnavailableError
 from eos_ingest.kafka.offsets import fetch_partition_offsets

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from eos_ingest import registry_conn, submit
-from eos_ingest.config import load_pipeline
+from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.errors import ConfigError, SchemaRegistryUnavailableError, exit_code
 from eos_ingest.schema import registry as schema_registry
 from eos_ingest.schema.avro import AvroSchemaError, required_fields, spark_ddl

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from eos_ingest import avro_key, submit
-from eos_ingest.config import load_pipeline
+from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.errors import ConfigError
 
 KEY = {"type": "record", "name": "OrderKey", "fields": [{"name": "order_id", "type": "long"}]}

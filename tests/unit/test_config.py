@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from eos_ingest import paths
-from eos_ingest.config import (
+from eos_ingest.config.pipeline import (
     PipelineConfig,
     is_secret_key,
     load_pipeline,
@@ -551,11 +551,13 @@ def test_valid_expectations_load_unchanged(tmp_path: Path) -> None:
 
 
 def test_the_gx_type_table_matches_the_installed_great_expectations() -> None:
-    from eos_ingest import gx_types
+    from eos_ingest.config import expectation_types as gx_types
 
     text = Path(gx_types.__file__).read_text(encoding="utf-8")
     block = text.split("# -- generated: begin\n", 1)[1].split("\n# -- generated: end", 1)[0]
-    assert block == gx_types.from_installed_gx(), "run .venv/bin/python -m eos_ingest.gx_types"
+    assert block == gx_types.from_installed_gx(), (
+        "run .venv/bin/python -m eos_ingest.config.expectation_types"
+    )
 
 
 def test_a_name_too_long_for_an_airflow_dag_id_is_refused(tmp_path: Path) -> None:

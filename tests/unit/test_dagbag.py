@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from eos_ingest import paths
-from eos_ingest.config import PipelineConfig, load_pipeline
+from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 
 # Airflow reads its config when first imported: a throw-away AIRFLOW_HOME, never ~/airflow.
 os.environ.setdefault("AIRFLOW_HOME", str(paths.state_dir() / "airflow-unit-tests"))
@@ -198,7 +198,7 @@ def test_a_pipeline_whose_dag_airflow_refuses_after_it_loads_gets_no_dag_and_hid
     import dataclasses
 
     from eos_ingest import airflow_dags
-    from eos_ingest.config import load_pipeline as load
+    from eos_ingest.config.pipeline import load_pipeline as load
 
     shutil.copy(PIPELINES / "demo.yaml", tmp_path / "demo.yaml")
     (tmp_path / "nightly.yaml").write_text("name: nightly\ntopics: [t]\nvalue: {format: raw}\n")

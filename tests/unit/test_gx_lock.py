@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from eos_ingest import gx_context
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import ConfigError, GxLockTimeoutError
 from tests.gx_helpers import frame, pipeline
 

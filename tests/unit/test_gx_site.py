@@ -11,7 +11,7 @@ import jinja2
 import pytest
 
 from eos_ingest import gx_context
-from eos_ingest.config import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig
 from tests.gx_helpers import frame, pipeline
 
 

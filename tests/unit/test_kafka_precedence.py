@@ -16,7 +16,7 @@ from eos_ingest.airflow_conn import (
     resolve_kafka_settings,
     with_kafka_overrides,
 )
-from eos_ingest.config import PipelineConfig, load_pipeline
+from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.errors import ConfigError
 
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from eos_ingest.cli import main as cli_main
-from eos_ingest.config import AlertsConfig, load_pipeline
+from eos_ingest.config.pipeline import AlertsConfig, load_pipeline
 from eos_ingest.errors import ConfigError
 from eos_ingest.lag_alerts import RECORDS, SECONDS, evaluate
 

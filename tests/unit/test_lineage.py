@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from eos_ingest import paths
-from eos_ingest.config import PipelineConfig, load_pipeline
+from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.lineage import kafka_namespace, table_dataset
 
 # Airflow reads its config when first imported: a throw-away AIRFLOW_HOME, never ~/airflow.

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eos_ingest import network_fs
-from eos_ingest.config import load_pipeline
-from eos_ingest.network_fs import mount_of, network_fs_warnings
+from eos_ingest.config import network_fs
+from eos_ingest.config.network_fs import mount_of, network_fs_warnings
+from eos_ingest.config.pipeline import load_pipeline
 
 MOUNTS = """\
 sysfs /sys sysfs rw,nosuid 0 0
@@ -80,7 +80,7 @@ def test_a_pipeline_with_its_state_on_nfs_warns_in_the_log_and_on_the_cli_stderr
 
     # The CLI as a user runs it (its own logging setup), with the fake mounts file.
     code = (
-        "import sys; from pathlib import Path; from eos_ingest import network_fs; "
+        "import sys; from pathlib import Path; from eos_ingest.config import network_fs; "
         "network_fs.PROC_MOUNTS = Path(sys.argv[1]); from eos_ingest.cli import main; sys.exit(main(sys.argv[2:]))"
     )
     done = subprocess.run(

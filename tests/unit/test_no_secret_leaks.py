@@ -31,7 +31,7 @@ from fastapi.testclient import TestClient
 from markupsafe import escape
 
 from eos_ingest import airflow_dags, cli, operations, status
-from eos_ingest.config import load_pipeline
+from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import ConfigError, KafkaUnavailableError
 from eos_ingest.kafka.offsets import _QuietLibrdkafkaLog

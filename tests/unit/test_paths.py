@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest import class_archive, config, paths, submit
+from eos_ingest import class_archive, paths, submit
+from eos_ingest.config import pipeline as config
 
 CHECKOUT, ENV, XDG, HOME = Path("/repo"), Path("/srv/state"), Path("/xdg"), Path("/home/u")
 

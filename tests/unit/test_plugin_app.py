@@ -501,7 +501,7 @@ def test_the_page_shows_each_table_with_its_files_size_and_last_maintenance(
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from eos_ingest.config import load_pipeline
+    from eos_ingest.config.pipeline import load_pipeline
 
     config = load_pipeline(site["folder"] / "demo.yaml")
     for n in range(3):  # three commits, three files

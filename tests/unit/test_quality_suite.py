@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from eos_ingest import paths
-from eos_ingest.config import PipelineConfig, load_pipeline
+from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.errors import ConfigError
 from eos_ingest.quality_suite import (
     EXPECTED_ROWS,

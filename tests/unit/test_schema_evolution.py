@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from eos_ingest.config import load_pipeline
+from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.errors import ConfigError, SchemaEvolutionError, exit_code
 from eos_ingest.schema_evolution import avro_reader, with_columns
 

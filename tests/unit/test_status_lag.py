@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eos_ingest.config import PipelineConfig, load_pipeline
+from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import KafkaUnavailableError
 from eos_ingest.plan.ranges import PartitionOffsets, Plan, PlannedRange, TopicPartition

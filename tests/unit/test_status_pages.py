@@ -21,7 +21,7 @@ from sqlalchemy import event
 
 from eos_ingest import status
 from eos_ingest.airflow_plugin import build_app
-from eos_ingest.config import PipelineConfig, load_pipeline
+from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.control import queries as control_queries
 from eos_ingest.control.store import BatchKind, ControlStore
 from eos_ingest.plan.ranges import PartitionOffsets, PlannedRange

@@ -27,7 +27,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from eos_ingest import gx_types, paths
+from eos_ingest import paths
+from eos_ingest.config import expectation_types as gx_types
 from eos_ingest.dag_ids import BACKFILL_PREFIX
 from eos_ingest.object_storage import TableLocation, is_object_store
 from eos_ingest.schema.avro import AvroSchemaError, load_schema_file, spark_ddl

@@ -57,7 +57,7 @@ import yaml
 from pydantic import ValidationError
 
 from eos_ingest import paths
-from eos_ingest.config_model import (
+from eos_ingest.config.model import (
     NAME,
     SCHEDULE_PRESETS,
     START_FROM,
@@ -65,8 +65,8 @@ from eos_ingest.config_model import (
     PipelineFile,
     ValueSection,
 )
+from eos_ingest.config.network_fs import state_places, warn_once
 from eos_ingest.errors import ConfigError
-from eos_ingest.network_fs import state_places, warn_once
 from eos_ingest.object_storage import TableLocation
 from eos_ingest.redact import is_secret_key, redact_text, redact_url, redact_value, secrets_of
 from eos_ingest.schema.avro import load_schema_file, spark_ddl
