@@ -120,7 +120,9 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> None:
         from airflow.sdk.log import mask_secret
 
-        from eos_ingest import airflow_conn, aws_conn, registry_conn
+        from eos_ingest.connections import aws as aws_conn
+        from eos_ingest.connections import kafka as airflow_conn
+        from eos_ingest.connections import registry as registry_conn
         from eos_ingest.object_storage import uses_object_store
         from eos_ingest.operations import open_store
         from eos_ingest.spark_session import local_jars
@@ -237,8 +239,8 @@ def _validate(pipeline_file: str, batch_id: int) -> dict[str, Any]:
     Runs also when spark_ingest failed (VALIDATE_RULE): a catch-up whose later batch failed has
     committed batches that must still be audited; with nothing committed there is nothing to audit.
     """
-    from eos_ingest import aws_conn
-    from eos_ingest.airflow_conn import config_from_airflow
+    from eos_ingest.connections import aws as aws_conn
+    from eos_ingest.connections.kafka import config_from_airflow
     from eos_ingest.operations import audit_batches
 
     with _library_errors():
@@ -337,7 +339,7 @@ def ingest_dag(config: PipelineConfig) -> DAG:
 
     def plan() -> int | None:
         """Plan the next batch (or return the planned one unchanged); None skips the rest."""
-        from eos_ingest.airflow_conn import config_from_airflow
+        from eos_ingest.connections.kafka import config_from_airflow
         from eos_ingest.operations import open_store, plan_batch
 
         with _library_errors():
@@ -407,8 +409,8 @@ def backfill_dag(config: PipelineConfig) -> DAG:
 
     def record_backfill() -> int:
         """Refuse an invalid request before any work, else record the batch and return its id."""
-        from eos_ingest.airflow_conn import config_from_airflow
         from eos_ingest.backfill import PARAM_KEYS
+        from eos_ingest.connections.kafka import config_from_airflow
         from eos_ingest.operations import open_store, record_backfill
 
         context = get_current_context()
@@ -445,7 +447,7 @@ def _maintain(pipeline_file: str) -> None:
     import subprocess
     import sys
 
-    from eos_ingest import aws_conn
+    from eos_ingest.connections import aws as aws_conn
     from eos_ingest.submit import spark_submit_env
 
     with _library_errors():

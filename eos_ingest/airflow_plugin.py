@@ -233,7 +233,7 @@ def _status(
     """pipeline_status of one file, with its Airflow Kafka connection merged as the DAG does."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from eos_ingest.airflow_conn import config_from_airflow
+    from eos_ingest.connections.kafka import config_from_airflow
     from eos_ingest.errors import ConfigError, EosIngestError
     from eos_ingest.redact import redact_text
     from eos_ingest.status import pipeline_status, status_store

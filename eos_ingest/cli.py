@@ -20,12 +20,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
-from eos_ingest import aws_conn
-from eos_ingest.airflow_conn import (
-    config_for_cli,
-)
 from eos_ingest.backfill import PARAM_KEYS
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline, load_pipeline_by_name
+from eos_ingest.connections import aws as aws_conn
+from eos_ingest.connections.kafka import (
+    config_for_cli,
+)
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EXIT_LAG_LIMIT, ConfigError, EosIngestError, exit_code
 from eos_ingest.kafka.offsets import fetch_snapshot

@@ -12,10 +12,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from eos_ingest import quality, registry_conn
-from eos_ingest.airflow_conn import KAFKA_SETTINGS_ENV, with_kafka_overrides
+from eos_ingest import quality
 from eos_ingest.batch_sequence import GATE_OFF_ENV, BatchResult, run_fenced
 from eos_ingest.config.pipeline import load_pipeline
+from eos_ingest.connections import registry as registry_conn
+from eos_ingest.connections.kafka import KAFKA_SETTINGS_ENV, with_kafka_overrides
 from eos_ingest.control.store import BatchStatus, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError, FencedError, exit_code
 from eos_ingest.object_storage import configure_session

@@ -13,9 +13,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from eos_ingest.airflow_conn import KAFKA_SETTINGS_ENV, connection_settings_from_env, encode_settings
 from eos_ingest.backfill import BackfillRequest, create_backfill, parse_request
 from eos_ingest.config.pipeline import PipelineConfig
+from eos_ingest.connections.kafka import KAFKA_SETTINGS_ENV, connection_settings_from_env, encode_settings
 from eos_ingest.control.store import Batch, BatchKind, BatchStatus, ControlStore
 from eos_ingest.kafka.offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.object_storage import uses_object_store

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from eos_ingest import aws_conn
+from eos_ingest.connections import aws as aws_conn
 from eos_ingest.errors import ConfigError
 
 CONN = {

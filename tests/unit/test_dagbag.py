@@ -220,7 +220,7 @@ def test_a_pipeline_whose_dag_airflow_refuses_after_it_loads_gets_no_dag_and_hid
 
 
 def test_connection_settings_join_the_file_and_secrets_are_known(monkeypatch: pytest.MonkeyPatch) -> None:
-    from eos_ingest.airflow_conn import config_from_airflow, secret_values, shown_settings
+    from eos_ingest.connections.kafka import config_from_airflow, secret_values, shown_settings
 
     config = load_pipeline(PIPELINES / "demo.yaml")
     extra = {
@@ -242,7 +242,7 @@ def test_connection_settings_join_the_file_and_secrets_are_known(monkeypatch: py
 def test_a_connection_naming_another_cluster_than_the_file_is_refused_in_airflow(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from eos_ingest.airflow_conn import config_from_airflow
+    from eos_ingest.connections.kafka import config_from_airflow
     from eos_ingest.errors import ConfigError
 
     extra = {"bootstrap.servers": "broker:9093"}
@@ -257,7 +257,7 @@ def test_a_connection_naming_another_cluster_than_the_file_is_refused_in_airflow
 def test_a_missing_connection_leaves_the_file_settings_and_a_wrong_type_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from eos_ingest.airflow_conn import config_from_airflow
+    from eos_ingest.connections.kafka import config_from_airflow
     from eos_ingest.errors import ConfigError
 
     config = load_pipeline(PIPELINES / "demo.yaml")
@@ -270,7 +270,7 @@ def test_a_missing_connection_leaves_the_file_settings_and_a_wrong_type_is_refus
 
 
 def test_the_job_joins_the_settings_env_with_the_file_and_never_echoes_a_bad_value() -> None:
-    from eos_ingest.airflow_conn import encode_settings, settings_from_extra, with_kafka_overrides
+    from eos_ingest.connections.kafka import encode_settings, settings_from_extra, with_kafka_overrides
     from eos_ingest.errors import ConfigError
 
     config = load_pipeline(PIPELINES / "demo.yaml")
@@ -308,7 +308,8 @@ def test_the_ingest_dag_gives_the_job_the_aws_connections_endpoint_and_keys_in_i
     and no secret. Only spark-submit itself is replaced."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    from eos_ingest import aws_conn, operations
+    from eos_ingest import operations
+    from eos_ingest.connections import aws as aws_conn
     from eos_ingest.object_storage import LOG_STORE_CLASS, S3Access
 
     doc = {

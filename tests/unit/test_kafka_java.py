@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from eos_ingest import paths
-from eos_ingest.airflow_conn import connection_settings_from_env
 from eos_ingest.config.pipeline import load_pipeline
+from eos_ingest.connections.kafka import connection_settings_from_env
 from eos_ingest.errors import ConfigError
 from eos_ingest.kafka.java_settings import jaas_quoted
 from eos_ingest.plan.ranges import PlannedRange

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eos_ingest.airflow_conn import (
+from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
+from eos_ingest.connections.kafka import (
     config_for_cli,
     connection_settings_from_env,
     resolve_kafka_settings,
     with_kafka_overrides,
 )
-from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.errors import ConfigError
 
 

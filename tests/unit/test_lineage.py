@@ -103,7 +103,7 @@ def test_start_names_the_topics_from_the_file_without_asking_for_the_connection(
 def test_brokers_only_in_the_connection_name_the_topics_once_the_run_resolved_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from eos_ingest.airflow_conn import config_from_airflow
+    from eos_ingest.connections.kafka import config_from_airflow
 
     conn = {"conn_type": "kafka", "extra": {"bootstrap.servers": "conn-broker:9095"}}
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_LINEAGE", json.dumps(conn))
