@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from eos_ingest import parser, quality, schema_evolution, writer
+from eos_ingest import quality, writer
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import (
@@ -28,6 +28,7 @@ from eos_ingest.errors import (
     SchemaEvolutionError,
 )
 from eos_ingest.fault_points import pause_if_asked
+from eos_ingest.formats import parser, schema_evolution
 from eos_ingest.kafka.offsets import fetch_identity
 from eos_ingest.plan.data_loss import spark_data_loss
 from eos_ingest.plan.identity import check_batch_identity

@@ -6,7 +6,7 @@ import difflib
 import re
 from collections.abc import Iterable
 
-from eos_ingest.parser import INTERNAL_COLUMNS
+from eos_ingest.formats.parser import INTERNAL_COLUMNS
 
 RESERVED_COLUMNS = frozenset({"kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
                               "kafka_key", "batch_id", "event_date", "kafka_headers",

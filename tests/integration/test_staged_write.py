@@ -144,7 +144,7 @@ def test_a_staged_row_outside_the_batch_ranges_fails_before_anything_is_committe
 def test_the_counts_come_with_the_staged_pass_and_none_without_an_action(spark, tmp_path) -> None:
     from pyspark.sql import functions as F
 
-    from eos_ingest import parser
+    from eos_ingest.formats import parser
 
     parsed = make_rows(spark, 0, "x", range(10)).select(
         "*",

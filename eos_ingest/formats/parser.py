@@ -10,13 +10,13 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from eos_ingest import avro_key
+from eos_ingest.formats import avro_key
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation
 
-    from eos_ingest.avro_decode import AvroBatch
     from eos_ingest.config.pipeline import PipelineConfig
+    from eos_ingest.formats.avro_decode import AvroBatch
 
 # Identity first: Delta keeps min/max statistics for the leading columns, and a replace of a
 # range prunes files with them.
@@ -96,7 +96,7 @@ def parse(
     if config.value.format == "avro":
         import dataclasses
 
-        from eos_ingest import avro_decode
+        from eos_ingest.formats import avro_decode
 
         avro = avro or avro_decode.prepare(kafka_rows, config, ())
         if key_error is not None:

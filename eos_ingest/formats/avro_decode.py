@@ -22,9 +22,9 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from eos_ingest.formats.schema_evolution import Columns, avro_reader
 from eos_ingest.schema import registry as schema_registry
 from eos_ingest.schema.avro import required_fields
-from eos_ingest.schema_evolution import Columns, avro_reader
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

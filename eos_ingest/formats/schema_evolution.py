@@ -23,17 +23,17 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from eos_ingest import parser
 from eos_ingest.errors import SchemaEvolutionError
-from eos_ingest.parser import INTERNAL_COLUMNS, meta_columns
+from eos_ingest.formats import parser
+from eos_ingest.formats.parser import INTERNAL_COLUMNS, meta_columns
 from eos_ingest.schema.avro import AvroSchemaError, record_columns, spark_ddl
 from eos_ingest.schema.ddl import RESERVED_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from eos_ingest.avro_decode import AvroBatch
     from eos_ingest.config.pipeline import PipelineConfig
+    from eos_ingest.formats.avro_decode import AvroBatch
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def evolve(spark: SparkSession, kafka_rows: DataFrame, config: PipelineConfig) -
         return evolve_json(spark, kafka_rows, config)
     if config.value.format != "avro":
         return Evolution(config)
-    from eos_ingest import avro_decode
+    from eos_ingest.formats import avro_decode
 
     policy = config.value.schema_evolution
     extra = table_extra_columns(spark, config) if policy == ADD_COLUMNS else ()

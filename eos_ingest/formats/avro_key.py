@@ -46,7 +46,7 @@ def decode(kafka_rows: DataFrame, config: PipelineConfig) -> DataFrame:
     ids on the driver (one small Spark job)."""
     from pyspark.sql import functions as F
 
-    from eos_ingest import avro_decode  # not at the top: it imports parser, which imports this
+    from eos_ingest.formats import avro_decode  # not at the top: it imports parser, which imports this
 
     reader = config.metadata.key_schema
     assert reader is not None  # config.py fills it for key.format avro

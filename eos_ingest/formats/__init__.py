@@ -1,0 +1,3 @@
+"""Kafka's bytes to rows: JSON and Avro values, keys and headers, the quarantine of what does not parse, and the output schema's evolution under new Avro schemas.
+
+Imports config/, schema/ and the package root."""
