@@ -42,8 +42,8 @@ from sqlalchemy.engine import make_url
 from bench.chaos.procs import free_ports
 from bench.workload import SCHEMA, produce
 from eos_ingest import paths
-from eos_ingest.object_storage import LOG_STORE_CONF
 from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF, local_jars
+from eos_ingest.storage.object_stores import LOG_STORE_CONF
 from eos_ingest.submit import spark_submit_binary, spark_submit_env
 
 RESULTS = paths.REPO_ROOT / "bench" / "results" / "object_storage.jsonl"

@@ -20,7 +20,7 @@ import time
 def main() -> int:
     from pyspark.sql import SparkSession
 
-    from eos_ingest.object_storage import S3Access, coordinator_conf
+    from eos_ingest.storage.object_stores import S3Access, coordinator_conf
 
     table, commits = sys.argv[1], int(sys.argv[2])
     spark = SparkSession.builder.getOrCreate()

@@ -300,9 +300,10 @@ def warm_up(
 
 
 def growth(spark: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    from eos_ingest import audit, writer
+    from eos_ingest import audit
     from eos_ingest.config.pipeline import load_pipeline
     from eos_ingest.operations import open_store
+    from eos_ingest.storage import writer
 
     partitions = args.partitions
     per_partition = -(-args.batch_records // partitions)

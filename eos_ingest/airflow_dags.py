@@ -40,9 +40,9 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundExceptio
 from eos_ingest.config.pipeline import PipelineConfig, default_pipelines_dir, load_pipeline
 from eos_ingest.dag_ids import backfill_dag_id, ingest_dag_id, maintain_dag_id
 from eos_ingest.errors import ConfigError, EosIngestError
-from eos_ingest.object_storage import table_uri
 from eos_ingest.redact import redact_text
 from eos_ingest.spark_session import DELTA_CONF
+from eos_ingest.storage.object_stores import table_uri
 from eos_ingest.submit import JOB_SCRIPT
 
 log = logging.getLogger(__name__)
@@ -123,9 +123,9 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
         from eos_ingest.connections import aws as aws_conn
         from eos_ingest.connections import kafka as airflow_conn
         from eos_ingest.connections import registry as registry_conn
-        from eos_ingest.object_storage import uses_object_store
         from eos_ingest.operations import open_store
         from eos_ingest.spark_session import local_jars
+        from eos_ingest.storage.object_stores import uses_object_store
         from eos_ingest.submit import job_conf, shipped, spark_submit_env
 
         args = list(self.application_args or [])

@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from eos_ingest import quality, writer
+from eos_ingest import quality
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import (
@@ -34,11 +34,12 @@ from eos_ingest.plan.data_loss import spark_data_loss
 from eos_ingest.plan.identity import check_batch_identity
 from eos_ingest.reader import read_ranges
 from eos_ingest.redact import redact_text, secrets_of
+from eos_ingest.storage import writer
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from eos_ingest.staged_write import StagedReplace
+    from eos_ingest.storage.staged_write import StagedReplace
 
 log = logging.getLogger(__name__)
 

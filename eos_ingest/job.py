@@ -19,8 +19,8 @@ from eos_ingest.connections import registry as registry_conn
 from eos_ingest.connections.kafka import KAFKA_SETTINGS_ENV, with_kafka_overrides
 from eos_ingest.control.store import BatchStatus, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError, FencedError, exit_code
-from eos_ingest.object_storage import configure_session
 from eos_ingest.operations import catch_up_target, caught_up, plan_batch
+from eos_ingest.storage.object_stores import configure_session
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.connections.kafka import KAFKA_SETTINGS_ENV, connection_settings_from_env, encode_settings
 from eos_ingest.control.store import Batch, BatchKind, BatchStatus, ControlStore
 from eos_ingest.kafka.offsets import fetch_partition_offsets, fetch_snapshot
-from eos_ingest.object_storage import uses_object_store
 from eos_ingest.plan.ranges import TopicPartition, plan_ranges
+from eos_ingest.storage.object_stores import uses_object_store
 from eos_ingest.submit import spark_submit_argv, spark_submit_env
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def plan_batch(
 def check_tables(config: PipelineConfig) -> None:
     """ConfigError naming the table, the feature and the fix when the table or the quarantine
     table has a Delta feature a batch's staged replace refuses (table_features.py)."""
-    from eos_ingest import table_features
+    from eos_ingest.storage import table_features
 
     for location in (config.output_path, config.quarantine_path):
         table_features.check_location(location)
@@ -216,7 +216,7 @@ def maintain(
     ConfigError before anything is changed; and again, under the pipeline's VACUUM lock, when
     VACUUM is due (MaintenanceBusyError if a batch planned since then needs more). `spark` may be
     None for a dry run."""
-    from eos_ingest.maintenance import maintain_table, maintain_tables, vacuum_retention_hours
+    from eos_ingest.storage.maintenance import maintain_table, maintain_tables, vacuum_retention_hours
 
     hours = vacuum_retention_hours(store.planned_batches(config.name), retention_hours)
     locations = {"table": config.output_path, "quarantine": config.quarantine_path}

@@ -43,7 +43,7 @@ from eos_ingest.verify import merge_ranges
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from eos_ingest.staged_write import StagedReplace
+    from eos_ingest.storage.staged_write import StagedReplace
 
 __all__ = ["cached_frame", "committed_record_count", "gate", "preload_gx", "start_recount", "warm_up"]
 

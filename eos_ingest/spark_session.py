@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eos_ingest import paths
-from eos_ingest.object_storage import LOG_STORE_CONF
+from eos_ingest.storage.object_stores import LOG_STORE_CONF
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

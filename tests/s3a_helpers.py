@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from eos_ingest.object_storage import delta_rs_table
+from eos_ingest.storage.object_stores import delta_rs_table
 
 CLI = str(Path(sys.executable).with_name("eos-ingest"))
 
@@ -51,8 +51,8 @@ def commit_entries(control_db_url: str, table_prefix: str) -> list[tuple[str, st
 def spark_app_argv(app: Path) -> list[str]:
     """spark-submit of `app` (a Python Spark application) on local[1], with the s3a jars and the
     commit coordinator as the s3a log store, as eos-ingest starts its own jobs."""
-    from eos_ingest.object_storage import LOG_STORE_CONF
     from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF, local_jars
+    from eos_ingest.storage.object_stores import LOG_STORE_CONF
     from eos_ingest.submit import spark_submit_binary
 
     argv = [spark_submit_binary(), "--master", "local[1]", "--driver-memory", "512m",
@@ -66,7 +66,7 @@ def s3_objects(access_env: dict[str, str], prefix: str) -> list[str]:
     """Every object under s3a://`prefix` (bucket/key paths), listed with pyarrow's S3 client."""
     from pyarrow.fs import FileSelector, S3FileSystem
 
-    from eos_ingest.object_storage import S3A, S3Access
+    from eos_ingest.storage.object_stores import S3A, S3Access
 
     access = S3Access.from_env(access_env)
     fs = S3FileSystem(access_key=access.access_key, secret_key=access.secret_key,
@@ -82,7 +82,7 @@ def delete_objects(access_env: dict[str, str], prefix: str) -> None:
     """Deletes every object under s3a://`prefix`, as an operator deleting a table would."""
     from pyarrow.fs import S3FileSystem
 
-    from eos_ingest.object_storage import S3Access
+    from eos_ingest.storage.object_stores import S3Access
 
     access = S3Access.from_env(access_env)
     fs = S3FileSystem(access_key=access.access_key, secret_key=access.secret_key,

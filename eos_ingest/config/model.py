@@ -30,9 +30,9 @@ from pydantic_core import PydanticCustomError
 from eos_ingest import paths
 from eos_ingest.config import expectation_types as gx_types
 from eos_ingest.dag_ids import BACKFILL_PREFIX
-from eos_ingest.object_storage import TableLocation, is_object_store
 from eos_ingest.schema.avro import AvroSchemaError, load_schema_file, spark_ddl
 from eos_ingest.schema.ddl import base_type, hint, parse_ddl
+from eos_ingest.storage.object_stores import TableLocation, is_object_store
 
 START_FROM = ("earliest", "latest")
 CONTROL_DB_ENV = "EOS_CONTROL_DB_URL"  # the control DB of pipelines whose file names none

@@ -20,7 +20,7 @@ def main() -> int:
     from py4j.protocol import Py4JJavaError
     from pyspark.sql import SparkSession
 
-    from eos_ingest.object_storage import LOG_STORE_CLASS, S3Access, coordinator_conf
+    from eos_ingest.storage.object_stores import LOG_STORE_CLASS, S3Access, coordinator_conf
 
     table, commits, keep, zombie = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     spark = SparkSession.builder.getOrCreate()

@@ -26,7 +26,7 @@ from pathlib import Path
 def main() -> int:
     from pyspark.sql import SparkSession
 
-    from eos_ingest.object_storage import S3Access, coordinator_conf
+    from eos_ingest.storage.object_stores import S3Access, coordinator_conf
 
     table, writer, rounds, barrier = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
     spark = SparkSession.builder.getOrCreate()

@@ -37,7 +37,7 @@ def main() -> int:
     from py4j.protocol import Py4JJavaError
     from pyspark.sql import SparkSession
 
-    from eos_ingest.object_storage import S3Access, coordinator_conf
+    from eos_ingest.storage.object_stores import S3Access, coordinator_conf
 
     mode, table = sys.argv[1], sys.argv[2]
     spark = SparkSession.builder.getOrCreate()

@@ -82,7 +82,7 @@ def test_with_the_documented_grants_old_entries_and_their_temp_files_are_deleted
 
         from deltalake import DeltaTable
 
-        from eos_ingest.object_storage import S3Access, delta_rs_uri
+        from eos_ingest.storage.object_stores import S3Access, delta_rs_uri
 
         options = S3Access.from_env(s3_server.env).storage_options()
         assert sorted(

@@ -18,7 +18,7 @@ from collections import Counter
 import pytest
 from sqlalchemy import create_engine, text
 
-from eos_ingest.object_storage import delta_rs_table
+from eos_ingest.storage.object_stores import delta_rs_table
 from tests.kafka_helpers import TxProducer, read_committed
 from tests.s3a_helpers import cli, commit_entries, identities
 

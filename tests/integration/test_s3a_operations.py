@@ -25,7 +25,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from eos_ingest import paths
-from eos_ingest.object_storage import delta_rs_table
+from eos_ingest.storage.object_stores import delta_rs_table
 from tests.fixtures.page_users import viewer
 from tests.kafka_helpers import TxProducer, read_committed
 from tests.s3a_helpers import cli, identities

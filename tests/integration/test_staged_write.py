@@ -12,8 +12,8 @@ from deltalake import DeltaTable
 
 from eos_ingest.errors import WriteError
 from eos_ingest.plan.ranges import PlannedRange
-from eos_ingest.staged_write import StagedReplace
-from eos_ingest.writer import Txn, commit_staged, replace_ranges, stage
+from eos_ingest.storage.staged_write import StagedReplace
+from eos_ingest.storage.writer import Txn, commit_staged, replace_ranges, stage
 
 pytestmark = pytest.mark.integration
 
@@ -220,7 +220,7 @@ def test_read_arrow_gives_the_gate_what_sparks_read_back_gives_without_a_spark_j
 
 
 def test_read_arrow_leaves_a_table_not_on_a_local_disk_to_spark() -> None:
-    from eos_ingest.staged_write import _local_files
+    from eos_ingest.storage.staged_write import _local_files
 
     assert _local_files("s3a://bucket/table", ("part-0.parquet",)) == []
     assert _local_files("/t", ("s3a://bucket/table/part-0.parquet",)) == []

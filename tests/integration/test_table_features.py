@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest import table_features
 from eos_ingest.batch_sequence import run_fenced
 from eos_ingest.cli import main as cli_main
 from eos_ingest.errors import ConfigError, WriteError
 from eos_ingest.operations import maintain, open_store, plan_batch
 from eos_ingest.plan.ranges import PlannedRange
-from eos_ingest.writer import replace_ranges, stage
+from eos_ingest.storage import table_features
+from eos_ingest.storage.writer import replace_ranges, stage
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer
 

@@ -12,7 +12,7 @@ import pytest
 
 from eos_ingest.errors import WriteConflictError, WriteError
 from eos_ingest.plan.ranges import PlannedRange
-from eos_ingest.writer import Txn, replace_ranges, version_written_by
+from eos_ingest.storage.writer import Txn, replace_ranges, version_written_by
 
 pytestmark = pytest.mark.integration
 

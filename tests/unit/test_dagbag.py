@@ -310,7 +310,7 @@ def test_the_ingest_dag_gives_the_job_the_aws_connections_endpoint_and_keys_in_i
 
     from eos_ingest import operations
     from eos_ingest.connections import aws as aws_conn
-    from eos_ingest.object_storage import LOG_STORE_CLASS, S3Access
+    from eos_ingest.storage.object_stores import LOG_STORE_CLASS, S3Access
 
     doc = {
         "name": "lake", "topics": ["orders"], "value": {"format": "raw"}, "schedule": None,

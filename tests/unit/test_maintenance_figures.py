@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from eos_ingest.maintenance import last_maintenance, maintain_table, table_figures
+from eos_ingest.storage.maintenance import last_maintenance, maintain_table, table_figures
 
 
 def test_figures_count_the_current_version_s_files_and_none_without_a_table(tmp_path: Path) -> None:

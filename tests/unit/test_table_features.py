@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from eos_ingest.errors import ConfigError
-from eos_ingest.table_features import TableShape, check, refusals
+from eos_ingest.storage.table_features import TableShape, check, refusals
 
 
 def shape(reader=(), writer=(), **conf: str) -> TableShape:

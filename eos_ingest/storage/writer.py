@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from eos_ingest.errors import ConfigError, PartialWriteError, WriteConflictError, WriteError
-from eos_ingest.object_storage import delta_rs_uri, storage_options
 from eos_ingest.plan.ranges import PlannedRange
-from eos_ingest.staged_write import StagedReplace, stage_replace
+from eos_ingest.storage.object_stores import delta_rs_uri, storage_options
+from eos_ingest.storage.staged_write import StagedReplace, stage_replace
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

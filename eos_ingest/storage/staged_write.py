@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from eos_ingest import table_features
 from eos_ingest.errors import ConfigError
+from eos_ingest.storage import table_features
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -34,9 +34,9 @@ from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import ConfigError, MaintenanceBusyError
 from eos_ingest.fault_points import pause_if_asked
-from eos_ingest.object_storage import TableLocation, delta_rs_table
 from eos_ingest.redact import redact_text
-from eos_ingest.writer import is_conflict
+from eos_ingest.storage.object_stores import TableLocation, delta_rs_table
+from eos_ingest.storage.writer import is_conflict
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from eos_ingest.errors import ConfigError
 
 if TYPE_CHECKING:
-    from eos_ingest.object_storage import TableLocation
+    from eos_ingest.storage.object_stores import TableLocation
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def check_location(location: TableLocation) -> None:
     """check() on the table's log as delta-rs reads it; nothing to check when there is no table."""
     from deltalake.exceptions import DeltaProtocolError
 
-    from eos_ingest.object_storage import delta_rs_table
+    from eos_ingest.storage.object_stores import delta_rs_table
 
     try:
         table = delta_rs_table(location)
