@@ -32,7 +32,7 @@ from eos_ingest.cli import open_store, plan_batch  # noqa: E402
 from eos_ingest.config.pipeline import load_pipeline  # noqa: E402
 from eos_ingest.formats import parser  # noqa: E402
 from eos_ingest.reader import read_ranges  # noqa: E402
-from eos_ingest.spark_session import build_session  # noqa: E402
+from eos_ingest.spark.session import build_session  # noqa: E402
 
 
 def produce(bootstrap: str, topic: str, records: int, partitions: int) -> int:

@@ -42,9 +42,9 @@ from sqlalchemy.engine import make_url
 from bench.chaos.procs import free_ports
 from bench.workload import SCHEMA, produce
 from eos_ingest import paths
-from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF, local_jars
+from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars
+from eos_ingest.spark.submit import spark_submit_binary, spark_submit_env
 from eos_ingest.storage.object_stores import LOG_STORE_CONF
-from eos_ingest.submit import spark_submit_binary, spark_submit_env
 
 RESULTS = paths.REPO_ROOT / "bench" / "results" / "object_storage.jsonl"
 COMMITS_APP = paths.REPO_ROOT / "bench" / "object_storage_commits_app.py"

@@ -43,8 +43,8 @@ from bench.measure import Measured, RssPoller, run_measured  # noqa: E402
 from bench.workload import SCHEMA, Workload, produce  # noqa: E402
 from eos_ingest import paths  # noqa: E402
 from eos_ingest.control.store import ControlStore  # noqa: E402
-from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF, local_jars  # noqa: E402
-from eos_ingest.submit import spark_submit_binary, spark_submit_env  # noqa: E402
+from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars  # noqa: E402
+from eos_ingest.spark.submit import spark_submit_binary, spark_submit_env  # noqa: E402
 
 MASTER = "local[2]"
 RESULTS = REPO / "bench" / "results"
@@ -392,7 +392,7 @@ fewer, so that a small run still has 20), every 20th aborted (5%). Every system 
 Delta table (and a fresh SQLite control DB for eos-ingest); the figures are medians. Every Spark
 system runs with `--master local[2]`, driver memory 2g, the same jars and Delta settings. The
 eos-ingest job's driver JVM ((d), (e), (g), (h)) maps the class-data archive `make setup` wrote
-(`eos_ingest/class_archive.py`) and runs the parallel collector
+(`eos_ingest/spark/class_archive.py`) and runs the parallel collector
 (`spark_session.LOCAL_DRIVER_JAVA_OPTIONS`), as it does for any user of eos-ingest on a local
 master; (b) and (c) are a user's own spark-submit with the JVM's defaults. The same archive given
 to (b) took it from 13.7 to 10.1 s on 10k records and from 21.0 to 17.2 s on 1M (A/B on one

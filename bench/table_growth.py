@@ -667,7 +667,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("eos_ingest").setLevel(logging.INFO)  # the job's phase lines
     logging.getLogger("eos_ingest.audit").setLevel(logging.WARNING)  # its report is long
 
-    from eos_ingest.spark_session import build_session
+    from eos_ingest.spark.session import build_session
 
     result: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

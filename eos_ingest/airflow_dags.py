@@ -41,9 +41,9 @@ from eos_ingest.config.pipeline import PipelineConfig, default_pipelines_dir, lo
 from eos_ingest.dag_ids import backfill_dag_id, ingest_dag_id, maintain_dag_id
 from eos_ingest.errors import ConfigError, EosIngestError
 from eos_ingest.redact import redact_text
-from eos_ingest.spark_session import DELTA_CONF
+from eos_ingest.spark.session import DELTA_CONF
+from eos_ingest.spark.submit import JOB_SCRIPT
 from eos_ingest.storage.object_stores import table_uri
-from eos_ingest.submit import JOB_SCRIPT
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
     def __init__(
         self, *, pipeline_file: str, batch_task: str, until_caught_up: str | None = None, **kwargs: Any
     ) -> None:
-        from eos_ingest.spark_session import local_jars
+        from eos_ingest.spark.session import local_jars
 
         xcom = f"{{{{ ti.xcom_pull(task_ids='{batch_task}') }}}}"
         # A template rendering to True or False (the ingest DAG's param): the job then runs the
@@ -124,9 +124,9 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
         from eos_ingest.connections import kafka as airflow_conn
         from eos_ingest.connections import registry as registry_conn
         from eos_ingest.operations import open_store
-        from eos_ingest.spark_session import local_jars
+        from eos_ingest.spark.session import local_jars
+        from eos_ingest.spark.submit import job_conf, shipped, spark_submit_env
         from eos_ingest.storage.object_stores import uses_object_store
-        from eos_ingest.submit import job_conf, shipped, spark_submit_env
 
         args = list(self.application_args or [])
         batch_id = int(args[args.index("--batch-id") + 1])
@@ -448,7 +448,7 @@ def _maintain(pipeline_file: str) -> None:
     import sys
 
     from eos_ingest.connections import aws as aws_conn
-    from eos_ingest.submit import spark_submit_env
+    from eos_ingest.spark.submit import spark_submit_env
 
     with _library_errors():
         config = load_pipeline(pipeline_file)

@@ -145,7 +145,7 @@ def spark_session(config: PipelineConfig, purpose: str) -> Iterator[Any]:
     leaves it running: stopping it would break its owner's next Spark step."""
     from pyspark.sql import SparkSession
 
-    from eos_ingest.spark_session import build_session
+    from eos_ingest.spark.session import build_session
     from eos_ingest.storage.object_stores import configure_session, uses_object_store
 
     borrowed = SparkSession.getActiveSession()

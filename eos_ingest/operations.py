@@ -19,8 +19,8 @@ from eos_ingest.connections.kafka import KAFKA_SETTINGS_ENV, connection_settings
 from eos_ingest.control.store import Batch, BatchKind, BatchStatus, ControlStore
 from eos_ingest.kafka.offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.plan.ranges import TopicPartition, plan_ranges
+from eos_ingest.spark.submit import spark_submit_argv, spark_submit_env
 from eos_ingest.storage.object_stores import uses_object_store
-from eos_ingest.submit import spark_submit_argv, spark_submit_env
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -42,7 +42,7 @@ fi
 # 3. The Schema Registry server of the test stack (stack/registry.sh), built from stack/registry/.
 "$ROOT/scripts/build-registry.sh"
 
-# 4. The class-data archive of the job's driver JVM (eos_ingest/class_archive.py): ~40 s once,
+# 4. The class-data archive of the job's driver JVM (eos_ingest/spark/class_archive.py): ~40 s once,
 # then every local job starts ~3 s sooner. Only a speed-up: if it cannot be made, jobs run without.
-EOS_STATE_DIR="$STATE" "$VENV/bin/python" -m eos_ingest.class_archive ||
+EOS_STATE_DIR="$STATE" "$VENV/bin/python" -m eos_ingest.spark.class_archive ||
   echo "setup: warning: no class-data archive for the job's JVM (see above); jobs start without it" >&2

@@ -6,7 +6,7 @@ Package data of eos_ingest (eos_ingest.paths.JOB_SCRIPT), so an installed wheel 
 alone in its folder on purpose: Python puts a script's folder first on sys.path, and beside the
 library's modules their names (config, errors, status, ...) would shadow top-level packages.
 The library comes from the interpreter's site-packages (or, from a checkout, the PYTHONPATH that
-eos_ingest.submit sets).
+eos_ingest.spark.submit sets).
 
 Exit codes (eos_ingest.errors.exit_code, the CLI's too): 0 committed; 3 fenced (a newer attempt
 owns the batch; nothing committed); 75 retriable (Kafka or the control DB did not answer, a Delta

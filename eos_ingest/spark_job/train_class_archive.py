@@ -1,4 +1,4 @@
-"""spark-submit entrypoint of eos_ingest.class_archive.build: a batch's steps on generated rows.
+"""spark-submit entrypoint of eos_ingest.spark.class_archive.build: a batch's steps on generated rows.
 
     spark-submit ... --driver-java-options -XX:ArchiveClassesAtExit=F train_class_archive.py WORK_DIR
 

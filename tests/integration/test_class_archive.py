@@ -1,4 +1,4 @@
-"""The job driver's class-data archive (eos_ingest/class_archive.py), with the real JDK, Spark and
+"""The job driver's class-data archive (eos_ingest/spark/class_archive.py), with the real JDK, Spark and
 Delta: the archive `make setup` made maps Spark's and Delta's classes into a job's JVM, given as
 submit.job_conf gives it, also from a path Spark must unquote."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest import class_archive
-from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF, local_jars
-from eos_ingest.submit import job_conf, spark_submit_binary, spark_submit_env
+from eos_ingest.spark import class_archive
+from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars
+from eos_ingest.spark.submit import job_conf, spark_submit_binary, spark_submit_env
 
 pytestmark = pytest.mark.integration
 

@@ -31,7 +31,9 @@ pytestmark = pytest.mark.integration
 PROBE = """
 import importlib.metadata, json, sys
 import eos_ingest
-from eos_ingest import class_archive, paths, submit
+from eos_ingest import paths
+from eos_ingest.spark import class_archive
+from eos_ingest.spark import submit
 (plugin,) = [e for e in importlib.metadata.entry_points(group="airflow.plugins") if e.name == "eos_ingest"]
 print(json.dumps({
     "package": eos_ingest.__file__,

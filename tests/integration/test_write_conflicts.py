@@ -12,8 +12,8 @@ import pytest
 from eos_ingest.batch_sequence import PAUSE_BEFORE_TABLE_COMMIT_ENV, execute_batch
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import FencedError
+from eos_ingest.spark.submit import spark_submit_argv, spark_submit_env
 from eos_ingest.storage import writer
-from eos_ingest.submit import spark_submit_argv, spark_submit_env
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer
 from tests.process_helpers import wait_for_pause

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
-from eos_ingest import submit
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.connections import registry as registry_conn
 from eos_ingest.errors import ConfigError, SchemaRegistryUnavailableError, exit_code
 from eos_ingest.schema import registry as schema_registry
 from eos_ingest.schema.avro import AvroSchemaError, required_fields, spark_ddl
+from eos_ingest.spark import submit
 
 ORDER = {
     "type": "record",

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from eos_ingest import submit
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.errors import ConfigError
 from eos_ingest.formats import avro_key
+from eos_ingest.spark import submit
 
 KEY = {"type": "record", "name": "OrderKey", "fields": [{"name": "order_id", "type": "long"}]}
 JSON_VALUE = {"format": "json", "schema": "id BIGINT"}

@@ -1,4 +1,4 @@
-"""The job's class-data archive option (eos_ingest/class_archive.py): given to local drivers only,
+"""The job's class-data archive option (eos_ingest/spark/class_archive.py): given to local drivers only,
 only when an archive for this JDK and these jars exists, quoted as Spark splits options."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest import class_archive
-from eos_ingest.spark_session import LOCAL_DRIVER_JAVA_OPTIONS
-from eos_ingest.submit import job_conf
+from eos_ingest.spark import class_archive
+from eos_ingest.spark.session import LOCAL_DRIVER_JAVA_OPTIONS
+from eos_ingest.spark.submit import job_conf
 from tests.fake_jars import fake_jars_state
 
 OPTION = "spark.driver.extraJavaOptions"
@@ -70,12 +70,12 @@ def test_a_training_job_past_its_deadline_is_stopped_and_leaves_no_archive(
     slow = tmp_path / "spark-submit"
     slow.write_text("#!/bin/sh\nexec sleep 30\n")
     slow.chmod(0o755)
-    monkeypatch.setattr("eos_ingest.submit.spark_submit_binary", lambda: str(slow))
+    monkeypatch.setattr("eos_ingest.spark.submit.spark_submit_binary", lambda: str(slow))
     monkeypatch.setattr(class_archive, "BUILD_TIMEOUT_S", 1)
     monkeypatch.setattr("sys.argv", ["class_archive"])
     with pytest.raises(SystemExit) as stopped:
         class_archive.main()
-    assert "ran past 1 s" in str(stopped.value.code) and "python -m eos_ingest.class_archive" in str(
+    assert "ran past 1 s" in str(stopped.value.code) and "python -m eos_ingest.spark.class_archive" in str(
         stopped.value.code
     )
     key = class_archive.archive_key()

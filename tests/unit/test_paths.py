@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest import class_archive, paths, submit
+from eos_ingest import paths
 from eos_ingest.config import pipeline as config
+from eos_ingest.spark import class_archive, submit
 
 CHECKOUT, ENV, XDG, HOME = Path("/repo"), Path("/srv/state"), Path("/xdg"), Path("/home/u")
 

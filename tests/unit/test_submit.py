@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest import submit
+from eos_ingest.spark import submit
 from tests.fake_jars import fake_jars_state
 
 
@@ -56,7 +56,7 @@ def test_the_package_zip_is_built_once_per_content_and_imports_from_the_zip(tmp_
     mtime = first.stat().st_mtime_ns
     assert submit.package_zip(tmp_path) == first and first.stat().st_mtime_ns == mtime, "cached"
     names = set(zipfile.ZipFile(first).namelist())
-    assert {"eos_ingest/__init__.py", "eos_ingest/job.py", "eos_ingest/submit.py"} <= names
+    assert {"eos_ingest/__init__.py", "eos_ingest/job.py", "eos_ingest/spark/submit.py"} <= names
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     assert not list(first.parent.glob(".eos_ingest-*")), "no temporary file left"
     # Python imports the package from the zip alone (as the executors do).

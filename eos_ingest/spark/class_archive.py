@@ -4,7 +4,7 @@ A batch job's JVM loads ~23,000 classes (Spark, Scala, Delta, the Kafka source) 
 parses each one: seconds of CPU at every start, on every batch. The JDK can map classes from an
 archive written by an earlier run (AppCDS, -XX:SharedArchiveFile), and a dynamic archive
 (-XX:ArchiveClassesAtExit) holds those of the app class path and of Spark's --jars alike.
-`make setup` (or `python -m eos_ingest.class_archive`) writes one by running a small job through
+`make setup` (or `python -m eos_ingest.spark.class_archive`) writes one by running a small job through
 the same steps as a batch, with no broker; submit.job_conf then gives it to each local job.
 
 The archive is keyed by what it was made from (the java binary, pyspark's version, the jar
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from eos_ingest import paths
-from eos_ingest.spark_session import LOCAL_DRIVER_JAVA_OPTIONS, local_jars
+from eos_ingest.spark.session import LOCAL_DRIVER_JAVA_OPTIONS, local_jars
 
 TRAINING_SCRIPT = paths.PACKAGE_DIR / "spark_job" / "train_class_archive.py"
 BUILD_TIMEOUT_S = 600
@@ -80,8 +80,8 @@ def archive_option(archive: Path) -> str:
 def build(force: bool = False) -> Path | None:
     """Write this machine's archive (a no-op when it exists, unless `force`); None without java
     or the jars. Older archives (other keys) are removed: each is ~200 MB."""
-    from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF
-    from eos_ingest.submit import spark_submit_binary, spark_submit_env
+    from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF
+    from eos_ingest.spark.submit import spark_submit_binary, spark_submit_env
 
     key = archive_key()
     if key is None:
@@ -115,7 +115,7 @@ def build(force: bool = False) -> Path | None:
             raise RuntimeError(
                 f"the class-data archive's training job ran past {BUILD_TIMEOUT_S} s (it takes ~40 s "
                 "on a quiet 2-core machine) and was stopped; jobs run without the archive. Write it "
-                "later with: python -m eos_ingest.class_archive"
+                "later with: python -m eos_ingest.spark.class_archive"
             ) from None
     if done.returncode != 0 or not partial.is_file():
         partial.unlink(missing_ok=True)

@@ -11,9 +11,10 @@ import zipfile
 from pathlib import Path
 
 import eos_ingest
-from eos_ingest import class_archive, paths
+from eos_ingest import paths
 from eos_ingest.errors import ConfigError
-from eos_ingest.spark_session import DELTA_CONF, LOCAL_CONF, LOCAL_DRIVER_JAVA_OPTIONS, local_jars
+from eos_ingest.spark import class_archive
+from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, LOCAL_DRIVER_JAVA_OPTIONS, local_jars
 from eos_ingest.storage.object_stores import LOG_STORE_CONF
 
 JOB_SCRIPT = paths.JOB_SCRIPT  # package data: an installed wheel carries it
