@@ -272,9 +272,9 @@ def warm_up(
     name), then one audit of the last: the JVM's JIT, Spark's and Delta's first writes, GX's and delta-rs's first audit are
     paid before any measurement, so the first checkpoint is not the slowest for that alone.
     Returns (seconds, seconds of the audit or None when there is no warm-up batch)."""
-    from eos_ingest import audit
     from eos_ingest.config.pipeline import load_pipeline
     from eos_ingest.operations import open_store
+    from eos_ingest.quality import audit
 
     if args.warm_up_batches < 1:
         return 0.0, None
@@ -300,9 +300,9 @@ def warm_up(
 
 
 def growth(spark: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    from eos_ingest import audit
     from eos_ingest.config.pipeline import load_pipeline
     from eos_ingest.operations import open_store
+    from eos_ingest.quality import audit
     from eos_ingest.storage import writer
 
     partitions = args.partitions
@@ -493,7 +493,7 @@ RECOUNT = """
 import json, re, sys, time
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.control.store import ControlStore
-from eos_ingest.quality import committed_record_count
+from eos_ingest.quality.gate import committed_record_count
 def hwm_kb():
     with open("/proc/self/status") as status:
         return int(re.search(r"^VmHWM:\\s+(\\d+)", status.read(), re.MULTILINE).group(1))
@@ -665,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log.setLevel(logging.INFO)
     logging.getLogger("eos_ingest").setLevel(logging.INFO)  # the job's phase lines
-    logging.getLogger("eos_ingest.audit").setLevel(logging.WARNING)  # its report is long
+    logging.getLogger("eos_ingest.quality.audit").setLevel(logging.WARNING)  # its report is long
 
     from eos_ingest.spark.session import build_session
 

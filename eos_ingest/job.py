@@ -12,7 +12,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from eos_ingest import quality
 from eos_ingest.batch_sequence import GATE_OFF_ENV, BatchResult, run_fenced
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.connections import registry as registry_conn
@@ -20,6 +19,7 @@ from eos_ingest.connections.kafka import KAFKA_SETTINGS_ENV, with_kafka_override
 from eos_ingest.control.store import BatchStatus, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError, FencedError, exit_code
 from eos_ingest.operations import catch_up_target, caught_up, plan_batch
+from eos_ingest.quality import gate as quality
 from eos_ingest.storage.object_stores import configure_session
 
 log = logging.getLogger(__name__)

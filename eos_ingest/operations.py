@@ -176,10 +176,10 @@ def audit_batches(
     ~0.12 s of CPU less (deferred_modules.hidden). Such a process validates pandas frames only.
     """
     if audit_process:
-        from eos_ingest.quality import preload_gx
+        from eos_ingest.quality.gate import preload_gx
 
         preload_gx(hide=("pyspark",))
-    from eos_ingest.audit import audit_batch
+    from eos_ingest.quality.audit import audit_batch
 
     return [audit_batch(config, batch_id, recount=recount) for batch_id in batch_ids]
 

@@ -396,7 +396,7 @@ def _as_list(value: Any) -> Iterable[Any]:
 
 
 def data_docs_root() -> Path:
-    """The Data Docs site folder: eos_ingest.gx_context's, else <state folder>/gx/data_docs.
+    """The Data Docs site folder: eos_ingest.quality.context's, else <state folder>/gx/data_docs.
 
     The GX context lives in <state folder>/gx and its site (eos_ingest/expectations/great_expectations.yml,
     ``base_directory: data_docs/``) in its data_docs/ folder. Only the site is served, not the
@@ -404,7 +404,7 @@ def data_docs_root() -> Path:
     at module load, so this module stays light and follows gx_context.py if the folder moves.
     """
     try:
-        quality = importlib.import_module("eos_ingest.gx_context")
+        quality = importlib.import_module("eos_ingest.quality.context")
     except ImportError:
         quality = None
     index = getattr(quality, "data_docs_index", None)

@@ -108,7 +108,7 @@ from pathlib import Path
 from eos_ingest.cli import batch_summary
 from eos_ingest.config.pipeline import load_pipeline_by_name
 from eos_ingest.control.store import ControlStore
-from eos_ingest.gx_context import data_docs_index
+from eos_ingest.quality.context import data_docs_index
 
 demo, url, passwords, started_at, timings = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 

@@ -12,13 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest import cli, gx_context, quality
-from eos_ingest.audit import audit_batch
+from eos_ingest import cli
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.control.store import BatchStatus
 from eos_ingest.errors import QualityGateError
 from eos_ingest.job import run_job
 from eos_ingest.kafka.committed_counts import read_committed_counts
+from eos_ingest.quality import context as gx_context
+from eos_ingest.quality import gate as quality
+from eos_ingest.quality.audit import audit_batch
 from eos_ingest.verify import merge_ranges, read_committed_identities
 from tests.fixtures.pipelines import ingest_once
 from tests.kafka_helpers import TxProducer
@@ -371,7 +373,7 @@ def test_a_suite_that_reads_every_column_is_validated_on_spark_and_still_fails_t
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:
     """A table expectation may read any column: the gate keeps the rows in Spark (not collected)."""
-    from eos_ingest.quality_suite import named_columns
+    from eos_ingest.quality.suite import named_columns
 
     at_most_5 = {"type": "expect_table_row_count_to_be_between", "max_value": 5}
     topic = make_topic(partitions=1)

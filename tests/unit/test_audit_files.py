@@ -10,11 +10,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from eos_ingest import audit
-from eos_ingest.audit import batch_files, committed_rows
 from eos_ingest.control.queries import Batch
 from eos_ingest.control.schema import BatchKind, BatchStatus
 from eos_ingest.plan.ranges import PlannedRange
+from eos_ingest.quality import audit
+from eos_ingest.quality.audit import batch_files, committed_rows
 
 
 @pytest.fixture(autouse=True, params=["filter", "join"])

@@ -1,4 +1,4 @@
-"""Deferred modules (eos_ingest/deferred_modules.py): a stand-in until the first use, then the
+"""Deferred modules (eos_ingest/quality/deferred_modules.py): a stand-in until the first use, then the
 real module; hidden packages fail one thread's imports for a while; GX validates and builds its
 pages without scipy.stats and altair, and without pyspark where asked and not imported yet."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest.deferred_modules import DeferredModule, defer, hidden
+from eos_ingest.quality.deferred_modules import DeferredModule, defer, hidden
 
 REPO = Path(__file__).resolve().parents[2]
 PROBES = ("eos_probe_plain", "eos_probe_pkg", "eos_probe_pkg.sub", "eos_probe_broken")
@@ -110,7 +110,8 @@ GX_RUN = textwrap.dedent(
     from pathlib import Path
     if sys.argv[2] == "spark-first":
         import pyspark.sql
-    from eos_ingest import gx_context, quality_suite
+    from eos_ingest.quality import context as gx_context
+    from eos_ingest.quality import suite as quality_suite
     quality_suite.import_gx(hide=["pyspark"])  # as an audit-only process (operations.audit_batches)
     from tests.gx_helpers import frame, pipeline
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from eos_ingest.frame_stack import in_one_chunk
+from eos_ingest.quality.frame_stack import in_one_chunk
 
 CALLS_PER_DEPTH = 200
 

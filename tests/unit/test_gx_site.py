@@ -1,4 +1,4 @@
-"""The Data Docs builders of eos_ingest/gx_site.py: GX's site and index, at a cost that does not
+"""The Data Docs builders of eos_ingest/quality/site.py: GX's site and index, at a cost that does not
 grow with the results stored. Real GX on pandas frames; no Spark, no broker."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import jinja2
 import pytest
 
-from eos_ingest import gx_context
 from eos_ingest.config.pipeline import PipelineConfig
+from eos_ingest.quality import context as gx_context
 from tests.gx_helpers import frame, pipeline
 
 
@@ -49,7 +49,7 @@ def index_links(index_builder: Any) -> list[tuple[Any, ...]]:
 def test_the_index_lists_the_latest_validations_as_gxs_own_builder_does(tmp_path: Path) -> None:
     from great_expectations.render.renderer.site_builder import DefaultSiteIndexBuilder
 
-    from eos_ingest.gx_site import LatestResultsIndexBuilder
+    from eos_ingest.quality.site import LatestResultsIndexBuilder
 
     validations(pipeline(tmp_path / "pipelines", "orders"), 7)
     context = gx_context.open_context(gx_context.gx_root())
@@ -109,7 +109,7 @@ def test_a_validation_renders_its_pages_without_listing_the_stored_results(
 def test_a_second_update_reuses_the_compiled_templates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from eos_ingest.gx_site import template_cache_dir
+    from eos_ingest.quality.site import template_cache_dir
 
     config = pipeline(tmp_path / "pipelines", "orders")
     validations(config, 1)

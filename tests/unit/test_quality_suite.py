@@ -13,7 +13,7 @@ import yaml
 from eos_ingest import paths
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.errors import ConfigError
-from eos_ingest.quality_suite import (
+from eos_ingest.quality.suite import (
     EXPECTED_ROWS,
     RANGE_COLUMN,
     build_suite,

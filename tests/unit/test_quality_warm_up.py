@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest import gx_context, quality
+from eos_ingest.quality import context as gx_context
+from eos_ingest.quality import gate as quality
 from tests.unit.test_quality_suite import pipeline, unchecked
 
 

@@ -16,18 +16,18 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from eos_ingest import gx_context
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch
 from eos_ingest.errors import QualityGateError
-from eos_ingest.gx_context import (
+from eos_ingest.quality import context as gx_context
+from eos_ingest.quality.context import (
     ASSET,
     BATCH_DEFINITION,
     RESULT_FORMAT,
     validate,
 )
-from eos_ingest.quality_report import build_report, record_report
-from eos_ingest.quality_suite import (
+from eos_ingest.quality.report import build_report, record_report
+from eos_ingest.quality.suite import (
     EXPECTED_ROWS,
     arrow_frame,
     build_suite,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EosIngestError
-from eos_ingest.quality_suite import summarize
+from eos_ingest.quality.suite import summarize
 
 if TYPE_CHECKING:
     from great_expectations.core import ExpectationSuiteValidationResult

@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 from eos_ingest import paths
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import ConfigError, GxLockTimeoutError
-from eos_ingest.quality_suite import EXPECTED_ROWS, build_suite, import_gx, quiet_gx
+from eos_ingest.quality.suite import EXPECTED_ROWS, build_suite, import_gx, quiet_gx
 
 if TYPE_CHECKING:
     import pandas as pd

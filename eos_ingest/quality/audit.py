@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch, BatchStatus, ControlStore
 from eos_ingest.errors import BatchStateError
-from eos_ingest.gx_context import validate
-from eos_ingest.quality import committed_record_count, preload_gx
-from eos_ingest.quality_report import build_report, record_report
-from eos_ingest.quality_suite import arrow_frame, validated_columns
+from eos_ingest.quality.context import validate
+from eos_ingest.quality.gate import committed_record_count, preload_gx
+from eos_ingest.quality.report import build_report, record_report
+from eos_ingest.quality.suite import arrow_frame, validated_columns
 from eos_ingest.storage.object_stores import TableLocation, delta_rs_table
 
 if TYPE_CHECKING:

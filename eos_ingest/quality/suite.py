@@ -18,11 +18,12 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eos_ingest import deferred_modules, frame_stack, paths
+from eos_ingest import paths
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import ConfigError
 from eos_ingest.formats.parser import IDENTITY_COLUMNS
 from eos_ingest.plan.ranges import PlannedRange
+from eos_ingest.quality import deferred_modules, frame_stack
 from eos_ingest.verify import merge_ranges
 
 if TYPE_CHECKING:
