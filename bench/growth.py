@@ -37,9 +37,9 @@ from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.control import queries as control_queries
 from eos_ingest.control.schema import batches as batches_table
 from eos_ingest.control.store import BatchKind, BatchStatus, ControlStore
-from eos_ingest.operations import open_store, plan_batch
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
-from eos_ingest.status import pipeline_status
+from eos_ingest.service.operations import open_store, plan_batch
+from eos_ingest.service.status import pipeline_status
 
 RESULTS = paths.REPO_ROOT / "bench" / "results" / "growth.jsonl"
 

@@ -245,7 +245,7 @@ def timed(module: Any, attribute: str, into: list[tuple[float, tuple[Any, ...]]]
 def run_batch(spark: Any, config: Any, store: Any) -> Any:
     """Plan the next batch and run it as the job does (run_fenced); None when caught up."""
     from eos_ingest.batch_sequence import run_fenced
-    from eos_ingest.operations import plan_batch
+    from eos_ingest.service.operations import plan_batch
 
     batch, _ = plan_batch(config, store)
     if batch is None:
@@ -273,8 +273,8 @@ def warm_up(
     paid before any measurement, so the first checkpoint is not the slowest for that alone.
     Returns (seconds, seconds of the audit or None when there is no warm-up batch)."""
     from eos_ingest.config.pipeline import load_pipeline
-    from eos_ingest.operations import open_store
     from eos_ingest.quality import audit
+    from eos_ingest.service.operations import open_store
 
     if args.warm_up_batches < 1:
         return 0.0, None
@@ -301,8 +301,8 @@ def warm_up(
 
 def growth(spark: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     from eos_ingest.config.pipeline import load_pipeline
-    from eos_ingest.operations import open_store
     from eos_ingest.quality import audit
+    from eos_ingest.service.operations import open_store
     from eos_ingest.storage import writer
 
     partitions = args.partitions
@@ -513,7 +513,7 @@ def prepare_memory_size(spark: Any, args: argparse.Namespace, root: Path, record
     """Produce `records`, ingest them (gate off) and plan the recount's batch over all of them."""
     from eos_ingest.batch_sequence import GATE_OFF_ENV
     from eos_ingest.config.pipeline import load_pipeline
-    from eos_ingest.operations import catch_up_target, caught_up, open_store, plan_batch
+    from eos_ingest.service.operations import catch_up_target, caught_up, open_store, plan_batch
 
     topic = f"table_growth_mem_{records}_{uuid.uuid4().hex[:6]}"
     log.info("producing %s records to %s", records, topic)

@@ -123,7 +123,7 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
         from eos_ingest.connections import aws as aws_conn
         from eos_ingest.connections import kafka as airflow_conn
         from eos_ingest.connections import registry as registry_conn
-        from eos_ingest.operations import open_store
+        from eos_ingest.service.operations import open_store
         from eos_ingest.spark.session import local_jars
         from eos_ingest.spark.submit import job_conf, shipped, spark_submit_env
         from eos_ingest.storage.object_stores import uses_object_store
@@ -204,7 +204,7 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
 
     def _explain_failure(self, store: Any, batch_id: int, exc: Exception, *, catching_up: bool) -> None:
         """Decide from the control store, the source of truth, whether a retry can help."""
-        from eos_ingest.operations import unfinished_catch_up_batch
+        from eos_ingest.service.operations import unfinished_catch_up_batch
 
         batch = store.get_batch(batch_id)
         found = _EXIT_CODE.search(str(exc))
@@ -228,7 +228,7 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
 
 
 def _run_batches(config: PipelineConfig, batch_id: int) -> list[Any]:
-    from eos_ingest.operations import open_store, run_batches
+    from eos_ingest.service.operations import open_store, run_batches
 
     return run_batches(open_store(config), config, batch_id)
 
@@ -241,7 +241,7 @@ def _validate(pipeline_file: str, batch_id: int) -> dict[str, Any]:
     """
     from eos_ingest.connections import aws as aws_conn
     from eos_ingest.connections.kafka import config_from_airflow
-    from eos_ingest.operations import audit_batches
+    from eos_ingest.service.operations import audit_batches
 
     with _library_errors():
         # The audit counts the committed records with a Kafka consumer: the connection's settings.
@@ -270,7 +270,7 @@ def _validate(pipeline_file: str, batch_id: int) -> dict[str, Any]:
 
 def _publish(pipeline_file: str, batch_id: int, table: Asset) -> dict[str, Any]:
     """Log the run's batches and attach them to the table's Asset event (downstream DAGs see it)."""
-    from eos_ingest.operations import batch_summary
+    from eos_ingest.service.operations import batch_summary
 
     with _library_errors():
         batches = _run_batches(load_pipeline(pipeline_file), int(batch_id))
@@ -340,7 +340,7 @@ def ingest_dag(config: PipelineConfig) -> DAG:
     def plan() -> int | None:
         """Plan the next batch (or return the planned one unchanged); None skips the rest."""
         from eos_ingest.connections.kafka import config_from_airflow
-        from eos_ingest.operations import open_store, plan_batch
+        from eos_ingest.service.operations import open_store, plan_batch
 
         with _library_errors():
             merged, _ = config_from_airflow(load_pipeline(pipeline_file))
@@ -409,9 +409,9 @@ def backfill_dag(config: PipelineConfig) -> DAG:
 
     def record_backfill() -> int:
         """Refuse an invalid request before any work, else record the batch and return its id."""
-        from eos_ingest.backfill import PARAM_KEYS
         from eos_ingest.connections.kafka import config_from_airflow
-        from eos_ingest.operations import open_store, record_backfill
+        from eos_ingest.service.backfill import PARAM_KEYS
+        from eos_ingest.service.operations import open_store, record_backfill
 
         context = get_current_context()
         params = {k: context["params"].get(k) for k in PARAM_KEYS}

@@ -2,13 +2,13 @@
 
 Airflow loads it through the package's ``airflow.plugins`` entry point (pyproject.toml), so an
 Airflow with eos-ingest installed has it; no file in the plugins folder (it would load it twice).
-Wiring only: the data comes from eos_ingest.status, the HTML from the Jinja2 templates in
+Wiring only: the data comes from eos_ingest.service.status, the HTML from the Jinja2 templates in
 eos_ingest/templates/ (autoescaped). The API server mounts the app at /eos-ingest (see docs/ui.md):
 
     /eos-ingest/                        every pipeline: lag, last batch, links (a broken file is a row)
     /eos-ingest/pipelines/<name>        one pipeline: partitions and a page of batches
                                         (?batches=N, ?before=<id> older, ?after=<id> newer)
-    /eos-ingest/api/pipelines/<name>    the same as JSON (eos_ingest.status.pipeline_status)
+    /eos-ingest/api/pipelines/<name>    the same as JSON (eos_ingest.service.status.pipeline_status)
     /eos-ingest/data-docs/<path>        the Great Expectations Data Docs site, read-only
 
 Every endpoint requires a logged-in Airflow user (the session cookie of the UI, or a bearer token),
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import jinja2
     from fastapi import FastAPI
 
-    from eos_ingest.status import PipelineFile
+    from eos_ingest.service.status import PipelineFile
 
 URL_PREFIX = "/eos-ingest"
 BATCHES_SHOWN = 20
@@ -58,10 +58,10 @@ def build_app() -> FastAPI:
     from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
-    from eos_ingest import status
     from eos_ingest.errors import ConfigError
     from eos_ingest.page_access import request_access
     from eos_ingest.redact import redact_tree
+    from eos_ingest.service import status
 
     require_user = requires_authenticated()
 
@@ -236,7 +236,7 @@ def _status(
     from eos_ingest.connections.kafka import config_from_airflow
     from eos_ingest.errors import ConfigError, EosIngestError
     from eos_ingest.redact import redact_text
-    from eos_ingest.status import pipeline_status, status_store
+    from eos_ingest.service.status import pipeline_status, status_store
 
     if file.config is None:
         raise _Unavailable(422, file.error or "invalid pipeline file")

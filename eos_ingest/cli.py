@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
-from eos_ingest.backfill import PARAM_KEYS
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline, load_pipeline_by_name
 from eos_ingest.connections import aws as aws_conn
 from eos_ingest.connections.kafka import (
@@ -29,7 +28,8 @@ from eos_ingest.connections.kafka import (
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EXIT_LAG_LIMIT, ConfigError, EosIngestError, exit_code
 from eos_ingest.kafka.offsets import fetch_snapshot
-from eos_ingest.operations import (
+from eos_ingest.service.backfill import PARAM_KEYS
+from eos_ingest.service.operations import (
     audit_batches,
     batch_summary,
     check_lag,
@@ -163,7 +163,7 @@ def spark_session(config: PipelineConfig, purpose: str) -> Iterator[Any]:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from eos_ingest.verify import verify
+    from eos_ingest.service.verify import verify
 
     config = load_config(args)
     store = open_store(config)

@@ -18,8 +18,8 @@ from eos_ingest.connections import registry as registry_conn
 from eos_ingest.connections.kafka import KAFKA_SETTINGS_ENV, with_kafka_overrides
 from eos_ingest.control.store import BatchStatus, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError, FencedError, exit_code
-from eos_ingest.operations import catch_up_target, caught_up, plan_batch
 from eos_ingest.quality import gate as quality
+from eos_ingest.service.operations import catch_up_target, caught_up, plan_batch
 from eos_ingest.storage.object_stores import configure_session
 
 log = logging.getLogger(__name__)

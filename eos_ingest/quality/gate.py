@@ -38,7 +38,7 @@ from eos_ingest.quality.suite import (
     validated_columns,
     with_range_column,
 )
-from eos_ingest.verify import merge_ranges
+from eos_ingest.service.verify import merge_ranges
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

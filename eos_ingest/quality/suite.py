@@ -24,7 +24,7 @@ from eos_ingest.errors import ConfigError
 from eos_ingest.formats.parser import IDENTITY_COLUMNS
 from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.quality import deferred_modules, frame_stack
-from eos_ingest.verify import merge_ranges
+from eos_ingest.service.verify import merge_ranges
 
 if TYPE_CHECKING:
     import pandas as pd

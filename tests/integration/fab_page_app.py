@@ -21,7 +21,7 @@ def main(spec_file: str, answers_file: str) -> None:
     from airflow.api_fastapi.app import create_app, get_auth_manager
     from fastapi.testclient import TestClient
 
-    from eos_ingest import status
+    from eos_ingest.service import status
 
     status.KAFKA_TIMEOUT_S = 0.5  # nothing listens at the pipelines' brokers; the page says so
     spec = json.loads(Path(spec_file).read_text())

@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 import pytest
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from eos_ingest.backfill import create_backfill, parse_request, plan_backfill
 from eos_ingest.batch_sequence import execute_batch
 from eos_ingest.cli import main, open_store
 from eos_ingest.errors import BackfillRangeError
 from eos_ingest.plan.ranges import PlannedRange, TopicPartition
+from eos_ingest.service.backfill import create_backfill, parse_request, plan_backfill
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer
 

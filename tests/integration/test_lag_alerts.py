@@ -18,7 +18,7 @@ from eos_ingest import paths
 from eos_ingest.cli import main as cli_main
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import EXIT_LAG_LIMIT
-from eos_ingest.operations import open_store
+from eos_ingest.service.operations import open_store
 from tests.integration.test_status import ingest_first_batch
 from tests.kafka_helpers import TxProducer
 

@@ -25,7 +25,7 @@ from deltalake import DeltaTable as RsTable
 
 from eos_ingest.batch_sequence import PAUSE_BEFORE_TABLE_COMMIT_ENV, run_fenced
 from eos_ingest.errors import MaintenanceBusyError, exit_code
-from eos_ingest.operations import maintain, open_store, plan_batch
+from eos_ingest.service.operations import maintain, open_store, plan_batch
 from eos_ingest.storage import maintenance, writer
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer

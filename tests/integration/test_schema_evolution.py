@@ -10,11 +10,11 @@ import json
 
 import pytest
 
-from eos_ingest.backfill import create_backfill, parse_request
 from eos_ingest.batch_sequence import BatchResult, execute_batch, run_fenced
 from eos_ingest.control.store import BatchStatus
 from eos_ingest.errors import SchemaEvolutionError
-from eos_ingest.operations import open_store, plan_batch
+from eos_ingest.service.backfill import create_backfill, parse_request
+from eos_ingest.service.operations import open_store, plan_batch
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.integration.test_avro import V1, framed
 from tests.kafka_helpers import TxProducer

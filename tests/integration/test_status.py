@@ -14,7 +14,7 @@ from eos_ingest.cli import main as cli_main
 from eos_ingest.cli import plan_batch
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import ControlStore
-from eos_ingest.status import pipeline_status
+from eos_ingest.service.status import pipeline_status
 from tests.kafka_helpers import TxProducer, watermarks
 
 pytestmark = pytest.mark.integration

@@ -19,8 +19,8 @@ import pytest
 from eos_ingest.batch_sequence import run_fenced
 from eos_ingest.cli import main as cli_main
 from eos_ingest.errors import ConfigError, WriteError
-from eos_ingest.operations import maintain, open_store, plan_batch
 from eos_ingest.plan.ranges import PlannedRange
+from eos_ingest.service.operations import maintain, open_store, plan_batch
 from eos_ingest.storage import table_features
 from eos_ingest.storage.writer import replace_ranges, stage
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
@@ -97,7 +97,7 @@ def test_deletion_vectors_are_refused_before_any_write_and_the_compacted_table_k
 
 
 def _backfill(config, store, topic: str, start: int, end: int):
-    from eos_ingest.operations import record_backfill
+    from eos_ingest.service.operations import record_backfill
 
     return record_backfill(
         config, store,

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from eos_ingest.backfill import create_backfill, parse_request
 from eos_ingest.batch_sequence import execute_batch
 from eos_ingest.cli import main as cli_main
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import TopicRecreatedError
 from eos_ingest.kafka.offsets import fetch_identity
 from eos_ingest.plan.ranges import TopicPartition
+from eos_ingest.service.backfill import create_backfill, parse_request
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer
 

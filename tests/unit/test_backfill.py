@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from eos_ingest.backfill import BackfillRequest, check_ranges, parse_request, parse_time
 from eos_ingest.errors import BackfillRangeError
 from eos_ingest.plan.ranges import PlannedRange
+from eos_ingest.service.backfill import BackfillRequest, check_ranges, parse_request, parse_time
 
 TOPICS = ("events", "clicks")
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from eos_ingest.control.store import BatchStatus, ControlStore
-from eos_ingest.operations import unfinished_catch_up_batch
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
+from eos_ingest.service.operations import unfinished_catch_up_batch
 from tests.unit.test_dagbag import PIPELINES, dag_bag
 
 P = "demo"

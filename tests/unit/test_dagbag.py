@@ -308,8 +308,8 @@ def test_the_ingest_dag_gives_the_job_the_aws_connections_endpoint_and_keys_in_i
     and no secret. Only spark-submit itself is replaced."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    from eos_ingest import operations
     from eos_ingest.connections import aws as aws_conn
+    from eos_ingest.service import operations
     from eos_ingest.storage.object_stores import LOG_STORE_CLASS, S3Access
 
     doc = {

@@ -8,7 +8,7 @@ from eos_ingest.control.queries import RangeRecord
 from eos_ingest.errors import ClusterMismatchError, PlanError, TopicRecreatedError
 from eos_ingest.plan.identity import KafkaIdentity, TopicIdentity, check_batch_identity, check_identities
 from eos_ingest.plan.ranges import PlannedRange
-from eos_ingest.verify import split_by_incarnation
+from eos_ingest.service.verify import split_by_incarnation
 
 TI = TopicIdentity
 

@@ -11,7 +11,7 @@ import yaml
 from eos_ingest.cli import main as cli_main
 from eos_ingest.config.pipeline import AlertsConfig, load_pipeline
 from eos_ingest.errors import ConfigError
-from eos_ingest.lag_alerts import RECORDS, SECONDS, evaluate
+from eos_ingest.service.lag_alerts import RECORDS, SECONDS, evaluate
 
 
 @pytest.fixture(autouse=True)
@@ -133,8 +133,8 @@ def test_the_pipeline_page_shows_the_limits_beside_the_lag_and_its_age(
 ) -> None:
     from fastapi.testclient import TestClient
 
-    from eos_ingest import status
     from eos_ingest.airflow_plugin import build_app
+    from eos_ingest.service import status
     from tests.fixtures import page_users
     from tests.fixtures.kafka import free_port
 

@@ -30,12 +30,13 @@ import yaml
 from fastapi.testclient import TestClient
 from markupsafe import escape
 
-from eos_ingest import airflow_dags, cli, operations, status
+from eos_ingest import airflow_dags, cli
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import ConfigError, KafkaUnavailableError
 from eos_ingest.kafka.offsets import _QuietLibrdkafkaLog
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
+from eos_ingest.service import operations, status
 from tests.fixtures import page_users
 from tests.fixtures.kafka import free_port
 

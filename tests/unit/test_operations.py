@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from eos_ingest.operations import caught_up
 from eos_ingest.plan.ranges import TopicPartition
+from eos_ingest.service.operations import caught_up
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 

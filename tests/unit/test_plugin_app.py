@@ -25,9 +25,10 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from eos_ingest import paths, status
+from eos_ingest import paths
 from eos_ingest.control.store import ControlStore
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
+from eos_ingest.service import status
 from tests.fixtures import page_users
 from tests.fixtures.kafka import free_port
 

@@ -1,4 +1,4 @@
-"""Lag has one implementation (eos_ingest.status), used by the Ingestion page and `eos-ingest status`.
+"""Lag has one implementation (eos_ingest.service.status), used by the Ingestion page and `eos-ingest status`.
 
 Pure cases of partition_status, then pipeline_status over a real SQLite control DB with the Kafka
 offsets given (the broker's side is tests/integration/test_status.py).
@@ -16,7 +16,7 @@ from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import KafkaUnavailableError
 from eos_ingest.plan.ranges import PartitionOffsets, Plan, PlannedRange, TopicPartition
-from eos_ingest.status import partition_status, pipeline_status
+from eos_ingest.service.status import partition_status, pipeline_status
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 NEW_EARLIEST = "new partition: the next batch starts at its earliest offset"

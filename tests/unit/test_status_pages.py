@@ -19,13 +19,13 @@ import yaml
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
-from eos_ingest import status
 from eos_ingest.airflow_plugin import build_app
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.control import queries as control_queries
 from eos_ingest.control.store import BatchKind, ControlStore
 from eos_ingest.plan.ranges import PartitionOffsets, PlannedRange
-from eos_ingest.status import batch_page, oldest_unread, pipeline_status
+from eos_ingest.service import status
+from eos_ingest.service.status import batch_page, oldest_unread, pipeline_status
 from tests.fixtures import page_users
 from tests.fixtures.kafka import free_port
 

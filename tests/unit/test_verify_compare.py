@@ -5,7 +5,7 @@ from __future__ import annotations
 import tracemalloc
 from collections.abc import Iterator
 
-from eos_ingest.verify import compare_streams
+from eos_ingest.service.verify import compare_streams
 
 
 def rows(*identities, batch: int | None = 1):  # type: ignore[no-untyped-def]
@@ -94,7 +94,7 @@ def test_a_broker_that_never_answers_is_kafka_unavailable_not_a_bare_timeout() -
     from confluent_kafka import Consumer
 
     from eos_ingest.errors import KafkaUnavailableError
-    from eos_ingest.verify import _interval_offsets
+    from eos_ingest.service.verify import _interval_offsets
 
     consumer = Consumer({"bootstrap.servers": "127.0.0.1:9", "group.id": "verify-unit", "log_level": 0})
     try:

@@ -21,12 +21,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from eos_ingest import status
 from eos_ingest.config.pipeline import AlertsConfig, PipelineConfig
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EosIngestError
 from eos_ingest.kafka.offsets import fetch_partition_offsets
 from eos_ingest.plan.ranges import PartitionOffsets
+from eos_ingest.service import status
 
 RECORDS, SECONDS = "max_lag_records", "max_lag_seconds"
 

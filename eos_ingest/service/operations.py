@@ -13,19 +13,19 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from eos_ingest.backfill import BackfillRequest, create_backfill, parse_request
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.connections.kafka import KAFKA_SETTINGS_ENV, connection_settings_from_env, encode_settings
 from eos_ingest.control.store import Batch, BatchKind, BatchStatus, ControlStore
 from eos_ingest.kafka.offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.plan.ranges import TopicPartition, plan_ranges
+from eos_ingest.service.backfill import BackfillRequest, create_backfill, parse_request
 from eos_ingest.spark.submit import spark_submit_argv, spark_submit_env
 from eos_ingest.storage.object_stores import uses_object_store
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from eos_ingest.lag_alerts import LagCheck
+    from eos_ingest.service.lag_alerts import LagCheck
 
 
 def open_store(config: PipelineConfig) -> ControlStore:
@@ -233,7 +233,7 @@ def pipeline_status(config: PipelineConfig, store: ControlStore, *, batches: int
     """status.pipeline_status with the planner's retried Kafka read: a broker that does not answer
     raises KafkaUnavailableError rather than giving a status without Kafka columns (the page's
     choice, which calls status.pipeline_status directly)."""
-    from eos_ingest import status
+    from eos_ingest.service import status
 
     return status.pipeline_status(
         config,
@@ -256,7 +256,7 @@ def check_lag(
 
     from eos_ingest.config.pipeline import AlertsConfig
     from eos_ingest.errors import ConfigError
-    from eos_ingest.lag_alerts import check_lag as check
+    from eos_ingest.service.lag_alerts import check_lag as check
 
     limits = config.alerts or AlertsConfig()
     if max_lag_records is not None:
