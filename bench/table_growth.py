@@ -244,7 +244,7 @@ def timed(module: Any, attribute: str, into: list[tuple[float, tuple[Any, ...]]]
 
 def run_batch(spark: Any, config: Any, store: Any) -> Any:
     """Plan the next batch and run it as the job does (run_fenced); None when caught up."""
-    from eos_ingest.batch_sequence import run_fenced
+    from eos_ingest.batch.sequence import run_fenced
     from eos_ingest.service.operations import plan_batch
 
     batch, _ = plan_batch(config, store)
@@ -318,7 +318,7 @@ def growth(spark: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     warm_up_s, warm_up_audit_s = warm_up(spark, args, root, topic, per_partition + 1)
     store = open_store(config)
     phases = PhaseLog()
-    logging.getLogger("eos_ingest.batch_sequence").addHandler(phases)
+    logging.getLogger("eos_ingest.batch.sequence").addHandler(phases)
     replaces: list[tuple[float, tuple[Any, ...]]] = []
     reads: list[tuple[float, tuple[Any, ...]]] = []
     validations: list[tuple[float, tuple[Any, ...]]] = []
@@ -399,7 +399,7 @@ def growth(spark: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 points.append(point)
                 log.info("checkpoint %s: %s", checkpoint, json.dumps(point))
     finally:
-        logging.getLogger("eos_ingest.batch_sequence").removeHandler(phases)
+        logging.getLogger("eos_ingest.batch.sequence").removeHandler(phases)
         store.close()
 
     def per_checkpoint(pick: Callable[[dict[str, Any]], list[float]]) -> dict[int, list[float]]:
@@ -511,7 +511,7 @@ print(json.dumps({"records": records, "seconds": seconds, "hwm_before_kb": befor
 
 def prepare_memory_size(spark: Any, args: argparse.Namespace, root: Path, records: int) -> dict[str, Any]:
     """Produce `records`, ingest them (gate off) and plan the recount's batch over all of them."""
-    from eos_ingest.batch_sequence import GATE_OFF_ENV
+    from eos_ingest.batch.sequence import GATE_OFF_ENV
     from eos_ingest.config.pipeline import load_pipeline
     from eos_ingest.service.operations import catch_up_target, caught_up, open_store, plan_batch
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import gc
 import sys
 
-from eos_ingest.job import main
+from eos_ingest.batch.job import main
 
 if __name__ == "__main__":
     code = main()

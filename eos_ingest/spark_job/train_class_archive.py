@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from eos_ingest.batch.reader import read_ranges
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.formats import parser
 from eos_ingest.plan.ranges import PlannedRange
-from eos_ingest.reader import read_ranges
 from eos_ingest.storage import writer
 from eos_ingest.storage.staged_write import StagedReplace
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from eos_ingest.batch_sequence import execute_batch
+from eos_ingest.batch.sequence import execute_batch
 from eos_ingest.cli import main, open_store
 from eos_ingest.errors import BackfillRangeError
 from eos_ingest.plan.ranges import PlannedRange, TopicPartition

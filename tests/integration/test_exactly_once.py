@@ -6,12 +6,12 @@ import pytest
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import NewPartitions
 
+from eos_ingest.batch.reader import read_ranges
 from eos_ingest.cli import main as cli_main
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import OffsetsLostError, TopicRecreatedError
 from eos_ingest.formats import parser
 from eos_ingest.plan.ranges import PlannedRange, TopicPartition
-from eos_ingest.reader import read_ranges
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer
 

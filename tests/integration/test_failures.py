@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from eos_ingest.batch_sequence import PAUSE_BEFORE_COMMIT_ENV, PAUSE_BEFORE_TABLE_COMMIT_ENV
+from eos_ingest.batch.sequence import PAUSE_BEFORE_COMMIT_ENV, PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.spark.submit import spark_submit_argv, spark_submit_env
 from tests.fixtures.pipelines import verify_pipeline

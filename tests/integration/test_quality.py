@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from eos_ingest import cli
+from eos_ingest.batch.job import run_job
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.control.store import BatchStatus
 from eos_ingest.errors import QualityGateError
-from eos_ingest.job import run_job
 from eos_ingest.kafka.committed_counts import read_committed_counts
 from eos_ingest.quality import context as gx_context
 from eos_ingest.quality import gate as quality

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from eos_ingest.batch_sequence import BatchResult, execute_batch, run_fenced
+from eos_ingest.batch.sequence import BatchResult, execute_batch, run_fenced
 from eos_ingest.control.store import BatchStatus
 from eos_ingest.errors import SchemaEvolutionError
 from eos_ingest.service.backfill import create_backfill, parse_request

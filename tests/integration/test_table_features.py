@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest.batch_sequence import run_fenced
+from eos_ingest.batch.sequence import run_fenced
 from eos_ingest.cli import main as cli_main
 from eos_ingest.errors import ConfigError, WriteError
 from eos_ingest.plan.ranges import PlannedRange

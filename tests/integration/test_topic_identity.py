@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from eos_ingest.batch_sequence import execute_batch
+from eos_ingest.batch.sequence import execute_batch
 from eos_ingest.cli import main as cli_main
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import TopicRecreatedError

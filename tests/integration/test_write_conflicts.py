@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest.batch_sequence import PAUSE_BEFORE_TABLE_COMMIT_ENV, execute_batch
+from eos_ingest.batch.sequence import PAUSE_BEFORE_TABLE_COMMIT_ENV, execute_batch
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import FencedError
 from eos_ingest.spark.submit import spark_submit_argv, spark_submit_env

@@ -80,7 +80,7 @@ def test_the_spark_job_script_freezes_the_heap_then_exits_with_mains_code() -> N
     from eos_ingest import paths
 
     probe = (
-        "import atexit, gc, runpy, eos_ingest.job as job\n"
+        "import atexit, gc, runpy, eos_ingest.batch.job as job\n"
         "job.main = lambda: 3\n"
         "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
         f"runpy.run_path({str(paths.JOB_SCRIPT)!r}, run_name='__main__')\n"

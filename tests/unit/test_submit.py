@@ -56,7 +56,7 @@ def test_the_package_zip_is_built_once_per_content_and_imports_from_the_zip(tmp_
     mtime = first.stat().st_mtime_ns
     assert submit.package_zip(tmp_path) == first and first.stat().st_mtime_ns == mtime, "cached"
     names = set(zipfile.ZipFile(first).namelist())
-    assert {"eos_ingest/__init__.py", "eos_ingest/job.py", "eos_ingest/spark/submit.py"} <= names
+    assert {"eos_ingest/__init__.py", "eos_ingest/batch/job.py", "eos_ingest/spark/submit.py"} <= names
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     assert not list(first.parent.glob(".eos_ingest-*")), "no temporary file left"
     # Python imports the package from the zip alone (as the executors do).
@@ -84,7 +84,7 @@ def test_a_changed_package_gets_a_new_zip_and_the_same_content_the_same_bytes(tm
 def test_the_job_refuses_a_config_file_that_is_not_a_file_name_before_spark_starts(
     name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from eos_ingest.job import main
+    from eos_ingest.batch.job import main
 
     assert main(["--config-file", name, "--batch-id", "1"]) == 2
     err = capsys.readouterr().err

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from eos_ingest.batch_sequence import GATE_OFF_ENV, BatchResult, run_fenced
+from eos_ingest.batch.sequence import GATE_OFF_ENV, BatchResult, run_fenced
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.connections import registry as registry_conn
 from eos_ingest.connections.kafka import KAFKA_SETTINGS_ENV, with_kafka_overrides

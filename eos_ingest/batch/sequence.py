@@ -18,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from eos_ingest.batch.reader import read_ranges
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import (
@@ -32,7 +33,6 @@ from eos_ingest.kafka.offsets import fetch_identity
 from eos_ingest.plan.data_loss import spark_data_loss
 from eos_ingest.plan.identity import check_batch_identity
 from eos_ingest.quality import gate as quality
-from eos_ingest.reader import read_ranges
 from eos_ingest.redact import redact_text, secrets_of
 from eos_ingest.storage import writer
 
