@@ -5,6 +5,6 @@ broken file never hides the other pipelines. The broken ones are listed here, ea
 name and the loader's message (key, value, fix), and the UI shows them under "DAG Import Errors".
 """
 
-from eos_ingest.airflow_dags import report_broken_pipeline_files
+from eos_ingest.airflow.dags import report_broken_pipeline_files
 
 report_broken_pipeline_files(__file__)

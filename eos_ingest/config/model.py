@@ -28,8 +28,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from eos_ingest import paths
+from eos_ingest.airflow.dag_ids import BACKFILL_PREFIX
 from eos_ingest.config import expectation_types as gx_types
-from eos_ingest.dag_ids import BACKFILL_PREFIX
 from eos_ingest.schema.avro import AvroSchemaError, load_schema_file, spark_ddl
 from eos_ingest.schema.ddl import base_type, hint, parse_ddl
 from eos_ingest.storage.object_stores import TableLocation, is_object_store

@@ -45,7 +45,7 @@ def _airflow_env(tmp_path: Path, config: PipelineConfig, events: Path) -> dict[s
         PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",  # spark-submit from the venv's pyspark
         AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[1]"}),
         # As scripts/airflow.sh sets it: the pipeline's kafka_conn_id (kafka_default), agreeing
-        # with the file. The listener must not look it up in its forked process (eos_ingest.lineage).
+        # with the file. The listener must not look it up in its forked process (eos_ingest.airflow.lineage).
         AIRFLOW_CONN_KAFKA_DEFAULT=json.dumps(
             {"conn_type": "kafka", "extra": {"bootstrap.servers": config.kafka["bootstrap.servers"]}}
         ),

@@ -43,7 +43,7 @@ print(json.dumps({
     "files": {str(f): f.is_file() for f in (submit.JOB_SCRIPT, class_archive.TRAINING_SCRIPT, paths.GX_TEMPLATE, paths.DEFAULT_SUITE)},
     "templates": sorted(p.name for p in (paths.PACKAGE_DIR / "templates").glob("*.html")),
     "plugin": plugin.load().name,
-    "factory": __import__("eos_ingest.airflow_dags", fromlist=["pipeline_dags"]).__file__,
+    "factory": __import__("eos_ingest.airflow.dags", fromlist=["pipeline_dags"]).__file__,
 }))
 """
 # Airflow itself, in the installed venv: every plugin source (an empty plugins folder, entry points),

@@ -197,7 +197,7 @@ def test_a_pipeline_whose_dag_airflow_refuses_after_it_loads_gets_no_dag_and_hid
     schedule slipped past it) costs that pipeline its DAGs, never an import error of the factory."""
     import dataclasses
 
-    from eos_ingest import airflow_dags
+    from eos_ingest.airflow import dags as airflow_dags
     from eos_ingest.config.pipeline import load_pipeline as load
 
     shutil.copy(PIPELINES / "demo.yaml", tmp_path / "demo.yaml")

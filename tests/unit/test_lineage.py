@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from eos_ingest import paths
+from eos_ingest.airflow.lineage import kafka_namespace, table_dataset
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
-from eos_ingest.lineage import kafka_namespace, table_dataset
 
 # Airflow reads its config when first imported: a throw-away AIRFLOW_HOME, never ~/airflow.
 os.environ.setdefault("AIRFLOW_HOME", str(paths.state_dir() / "airflow-unit-tests"))
@@ -46,7 +46,7 @@ def _pipeline(tmp_path: Path, **overrides: Any) -> PipelineConfig:
 
 
 def _spark_tasks(config: PipelineConfig) -> list[Any]:
-    from eos_ingest.airflow_dags import backfill_dag, ingest_dag
+    from eos_ingest.airflow.dags import backfill_dag, ingest_dag
 
     return [dag.get_task("spark_ingest") for dag in (ingest_dag(config), backfill_dag(config))]
 
@@ -188,8 +188,8 @@ def _module_level_imports(module: Path) -> set[str]:
 
 def test_the_dags_import_neither_the_provider_nor_the_lineage_module_when_parsed() -> None:
     """The provider is optional (the package's `lineage` extra): only its listener, when it is
-    installed, calls the operator's methods, which import eos_ingest.lineage, which imports it."""
+    installed, calls the operator's methods, which import eos_ingest.airflow.lineage, which imports it."""
     package = paths.REPO_ROOT / "eos_ingest"
-    assert "eos_ingest.lineage" not in _module_level_imports(package / "airflow_dags.py")
-    lineage_imports = _module_level_imports(package / "lineage.py")
+    assert "eos_ingest.airflow.lineage" not in _module_level_imports(package / "airflow" / "dags.py")
+    lineage_imports = _module_level_imports(package / "airflow" / "lineage.py")
     assert not [m for m in lineage_imports if "openlineage" in m], lineage_imports

@@ -30,7 +30,8 @@ import yaml
 from fastapi.testclient import TestClient
 from markupsafe import escape
 
-from eos_ingest import airflow_dags, cli
+from eos_ingest import cli
+from eos_ingest.airflow import dags as airflow_dags
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import ConfigError, KafkaUnavailableError
@@ -196,7 +197,7 @@ def test_control_db_stores_no_secret_in_a_batch_error(site: dict[str, Any], cana
 def test_plugin_pages_and_json_show_no_secret(
     site: dict[str, Any], canary: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from eos_ingest import airflow_plugin
+    from eos_ingest.airflow import plugin as airflow_plugin
 
     app = airflow_plugin.build_app()
     app.dependency_overrides[app.state.require_user] = lambda: None

@@ -134,7 +134,7 @@ def test_airflow_loads_the_plugin_once_from_the_entry_point_not_from_the_plugins
         found, errors = _load_plugins_from_plugin_directory(plugins_folder=folder)
         assert [p.name for p in found] == [] and errors == {}
     entry = declared_entry_point()
-    assert entry.value == "eos_ingest.airflow_plugin:EosIngestPlugin" and entry.load().name == "eos_ingest"
+    assert entry.value == "eos_ingest.airflow.plugin:EosIngestPlugin" and entry.load().name == "eos_ingest"
 
 
 def test_plugin_registers_the_app_under_eos_ingest_and_a_nav_entry(plugin: ModuleType) -> None:
@@ -403,7 +403,7 @@ def test_each_partition_offers_its_committed_range_as_a_backfill(
     )
 
 
-# -- permissions: what the auth manager lets a user read (eos_ingest.page_access) -------------------
+# -- permissions: what the auth manager lets a user read (eos_ingest.airflow.page_access) -------------------
 
 DEMO_DAGS = ("eos_ingest__demo", "eos_backfill__demo")
 
@@ -433,7 +433,7 @@ def test_index_lists_only_pipelines_whose_two_dags_the_user_may_read(
 def test_a_pipeline_the_user_may_not_read_is_403_with_one_line_and_no_data(
     plugin: ModuleType, site: dict[str, Any], path: str
 ) -> None:
-    from eos_ingest.page_access import forbidden_reason
+    from eos_ingest.airflow.page_access import forbidden_reason
 
     name = path.rsplit("/", 1)[1]
     response = client_as(plugin, page_users.reader_of("eos_ingest__other", "eos_backfill__other")).get(path)

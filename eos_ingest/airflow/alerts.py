@@ -21,9 +21,9 @@ from typing import Any
 from airflow.sdk import DAG, BaseNotifier, task
 from airflow.sdk.exceptions import AirflowFailException
 
-from eos_ingest.airflow_dags import _library_errors, scheduled_dag
+from eos_ingest.airflow.dag_ids import alerts_dag_id
+from eos_ingest.airflow.dags import _library_errors, scheduled_dag
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
-from eos_ingest.dag_ids import alerts_dag_id
 from eos_ingest.errors import ConfigError
 
 log = logging.getLogger(__name__)

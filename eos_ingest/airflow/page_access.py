@@ -2,7 +2,7 @@
 
 A pipeline's status, batch errors and Data Docs are as sensitive as its DAGs' runs and logs, so
 the page shows a pipeline to a user only when Airflow's configured auth manager lets that user
-read (GET) both of its DAGs (eos_ingest.dag_ids). The auth manager decides, whichever it is:
+read (GET) both of its DAGs (eos_ingest.airflow.dag_ids). The auth manager decides, whichever it is:
 SimpleAuthManager lets every role read every DAG; the FAB auth manager grants a role read on all
 DAGs or on `DAG:<dag id>` resources (docs/ui.md, "Permissions").
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from eos_ingest.dag_ids import pipeline_dag_ids
+from eos_ingest.airflow.dag_ids import pipeline_dag_ids
 
 # Data Docs folders whose first part is the pipeline (the GX suite is named after it).
 PIPELINE_FOLDERS = ("expectations", "validations")

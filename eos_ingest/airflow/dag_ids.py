@@ -1,5 +1,5 @@
-"""The Airflow DAG ids of a pipeline, in one place: the DAGs (eos_ingest/airflow_dags.py) are
-created under them and the Ingestion page (eos_ingest/page_access.py) asks Airflow's auth manager
+"""The Airflow DAG ids of a pipeline, in one place: the DAGs (eos_ingest/airflow/dags.py) are
+created under them and the Ingestion page (eos_ingest/airflow/page_access.py) asks Airflow's auth manager
 about them."""
 
 from __future__ import annotations

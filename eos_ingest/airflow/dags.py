@@ -3,7 +3,7 @@
 The pipelines folder is $EOS_PIPELINES_DIR, else ``pipelines/`` beside the DAGs folder
 (config.default_pipelines_dir). A DAG file only calls this module (dags/eos_pipelines.py):
 
-    from eos_ingest.airflow_dags import pipeline_dags
+    from eos_ingest.airflow.dags import pipeline_dags
     globals().update(pipeline_dags(__file__))
 
 - ``eos_ingest__<name>``: on the pipeline's schedule, plan -> spark_ingest -> validate -> publish.
@@ -12,7 +12,7 @@ The pipelines folder is $EOS_PIPELINES_DIR, else ``pipelines/`` beside the DAGs 
 - ``eos_maintain__<name>``: only for a pipeline file with a ``maintenance:`` block, on its
   schedule; one task running ``eos-ingest maintain`` (OPTIMIZE + VACUUM, docs/maintenance.md).
 - ``eos_alerts__<name>``: only with an ``alerts:`` block; one task failing (and notifying) when the
-  lag passes a limit (eos_ingest/airflow_alerts.py, docs/alerts.md).
+  lag passes a limit (eos_ingest/airflow/alerts.py, docs/alerts.md).
 
 Wiring only: every decision lives in eos_ingest (plan_batch, backfill, quality, airflow_conn) and
 is tested without Airflow. A pipeline file that does not load is skipped here and reported, with
@@ -37,8 +37,8 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG, Asset, BaseHook, Param, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 
+from eos_ingest.airflow.dag_ids import backfill_dag_id, ingest_dag_id, maintain_dag_id
 from eos_ingest.config.pipeline import PipelineConfig, default_pipelines_dir, load_pipeline
-from eos_ingest.dag_ids import backfill_dag_id, ingest_dag_id, maintain_dag_id
 from eos_ingest.errors import ConfigError, EosIngestError
 from eos_ingest.redact import redact_text
 from eos_ingest.spark.session import DELTA_CONF
@@ -193,12 +193,12 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
     # Asked for by the OpenLineage provider's listener when it is installed (docs/lineage.md): the
     # topics in, the table and its quarantine out. Never called, nor imported, without it.
     def get_openlineage_facets_on_start(self) -> Any:
-        from eos_ingest.lineage import operator_lineage
+        from eos_ingest.airflow.lineage import operator_lineage
 
         return operator_lineage(self.pipeline_file, None)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        from eos_ingest.lineage import operator_lineage
+        from eos_ingest.airflow.lineage import operator_lineage
 
         return operator_lineage(self.pipeline_file, self.run_config)
 
@@ -521,7 +521,7 @@ def _pipeline_dags(file: Path) -> list[DAG]:
     if config.alerts is not None:
         # Apart: a callback that does not import costs the alerts DAG only (reported by
         # broken_pipeline_files), never the ingest.
-        from eos_ingest.airflow_alerts import alerts_dag
+        from eos_ingest.airflow.alerts import alerts_dag
 
         try:
             alerts = alerts_dag(config)
@@ -549,7 +549,7 @@ def broken_pipeline_files(folder: Path) -> list[str]:
         try:
             config = load_pipeline(path)
             if config.alerts is not None:
-                from eos_ingest.airflow_alerts import failure_callback
+                from eos_ingest.airflow.alerts import failure_callback
 
                 failure_callback(config)
         except Exception as exc:  # an unexpected error must name its file too

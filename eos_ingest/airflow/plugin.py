@@ -13,7 +13,7 @@ eos_ingest/templates/ (autoescaped). The API server mounts the app at /eos-inges
 
 Every endpoint requires a logged-in Airflow user (the session cookie of the UI, or a bearer token),
 and shows a pipeline only to a user that Airflow's auth manager lets read its DAGs
-(eos_ingest.page_access): the home page lists only those, the others answer 403.
+(eos_ingest.airflow.page_access): the home page lists only those, the others answer 403.
 Links are relative, so the pages work under the UI's iframe and behind a proxy's base path.
 """
 
@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 from airflow.plugins_manager import AirflowPlugin
 
-from eos_ingest.page_access import PipelineAccess, forbidden_reason
+from eos_ingest.airflow.page_access import PipelineAccess, forbidden_reason
 
 if TYPE_CHECKING:
     import jinja2
@@ -58,8 +58,8 @@ def build_app() -> FastAPI:
     from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
+    from eos_ingest.airflow.page_access import request_access
     from eos_ingest.errors import ConfigError
-    from eos_ingest.page_access import request_access
     from eos_ingest.redact import redact_tree
     from eos_ingest.service import status
 
