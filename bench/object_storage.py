@@ -42,8 +42,7 @@ from sqlalchemy.engine import make_url
 from bench.chaos.procs import free_ports
 from bench.workload import SCHEMA, produce
 from eos_ingest import paths
-from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars
-from eos_ingest.spark.submit import spark_submit_binary, spark_submit_env
+from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars, spark_submit_binary, spark_submit_env
 from eos_ingest.storage.object_stores import LOG_STORE_CONF
 
 RESULTS = paths.REPO_ROOT / "bench" / "results" / "object_storage.jsonl"

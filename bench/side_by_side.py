@@ -43,8 +43,7 @@ from bench.measure import Measured, RssPoller, run_measured  # noqa: E402
 from bench.workload import SCHEMA, Workload, produce  # noqa: E402
 from eos_ingest import paths  # noqa: E402
 from eos_ingest.control.store import ControlStore  # noqa: E402
-from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars  # noqa: E402
-from eos_ingest.spark.submit import spark_submit_binary, spark_submit_env  # noqa: E402
+from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars, spark_submit_binary, spark_submit_env  # noqa: E402  # noqa: E402
 
 MASTER = "local[2]"
 RESULTS = REPO / "bench" / "results"

@@ -51,8 +51,7 @@ def commit_entries(control_db_url: str, table_prefix: str) -> list[tuple[str, st
 def spark_app_argv(app: Path) -> list[str]:
     """spark-submit of `app` (a Python Spark application) on local[1], with the s3a jars and the
     commit coordinator as the s3a log store, as eos-ingest starts its own jobs."""
-    from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars
-    from eos_ingest.spark.submit import spark_submit_binary
+    from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars, spark_submit_binary
     from eos_ingest.storage.object_stores import LOG_STORE_CONF
 
     argv = [spark_submit_binary(), "--master", "local[1]", "--driver-memory", "512m",

@@ -392,7 +392,8 @@ class ChaosRun:
     def zombie(self) -> bool:
         """Plan a batch and submit it twice at once: one attempt must commit, the other be
         fenced (exit 3) or find it committed already. True when it was tried."""
-        from eos_ingest.spark.submit import spark_submit_argv, spark_submit_env
+        from eos_ingest.spark.session import spark_submit_env
+        from eos_ingest.spark.submit import spark_submit_argv
 
         plan = self.procs.start("plan", self.cli("plan"), "plan")
         if self.finish(plan, 120) != 0:

@@ -124,8 +124,8 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
         from eos_ingest.connections import kafka as airflow_conn
         from eos_ingest.connections import registry as registry_conn
         from eos_ingest.service.operations import open_store
-        from eos_ingest.spark.session import local_jars
-        from eos_ingest.spark.submit import job_conf, shipped, spark_submit_env
+        from eos_ingest.spark.session import local_jars, spark_submit_env
+        from eos_ingest.spark.submit import job_conf, shipped
         from eos_ingest.storage.object_stores import uses_object_store
 
         args = list(self.application_args or [])
@@ -448,7 +448,7 @@ def _maintain(pipeline_file: str) -> None:
     import sys
 
     from eos_ingest.connections import aws as aws_conn
-    from eos_ingest.spark.submit import spark_submit_env
+    from eos_ingest.spark.session import spark_submit_env
 
     with _library_errors():
         config = load_pipeline(pipeline_file)

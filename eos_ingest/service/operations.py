@@ -19,7 +19,8 @@ from eos_ingest.control.store import Batch, BatchKind, BatchStatus, ControlStore
 from eos_ingest.kafka.offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.plan.ranges import TopicPartition, plan_ranges
 from eos_ingest.service.backfill import BackfillRequest, create_backfill, parse_request
-from eos_ingest.spark.submit import spark_submit_argv, spark_submit_env
+from eos_ingest.spark.session import spark_submit_env
+from eos_ingest.spark.submit import spark_submit_argv
 from eos_ingest.storage.object_stores import uses_object_store
 
 if TYPE_CHECKING:

@@ -27,7 +27,14 @@ import time
 from pathlib import Path
 
 from eos_ingest import paths
-from eos_ingest.spark.session import LOCAL_DRIVER_JAVA_OPTIONS, local_jars
+from eos_ingest.spark.session import (
+    DELTA_CONF,
+    LOCAL_CONF,
+    LOCAL_DRIVER_JAVA_OPTIONS,
+    local_jars,
+    spark_submit_binary,
+    spark_submit_env,
+)
 
 TRAINING_SCRIPT = paths.PACKAGE_DIR / "spark_job" / "train_class_archive.py"
 BUILD_TIMEOUT_S = 600
@@ -80,8 +87,6 @@ def archive_option(archive: Path) -> str:
 def build(force: bool = False) -> Path | None:
     """Write this machine's archive (a no-op when it exists, unless `force`); None without java
     or the jars. Older archives (other keys) are removed: each is ~200 MB."""
-    from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF
-    from eos_ingest.spark.submit import spark_submit_binary, spark_submit_env
 
     key = archive_key()
     if key is None:

@@ -1,4 +1,5 @@
-"""Spark wiring shared by the spark-submit job, the CLI and the tests: local jars and Delta settings.
+"""Spark wiring shared by the spark-submit job, the CLI and the tests: local jars, Delta settings,
+and the spark-submit launcher with its environment.
 
 Jobs use the jars that `make setup` fetched into the state folder, never `--packages`: an Ivy
 resolution at every start is slow and needs the network at run time.
@@ -6,6 +7,9 @@ resolution at every start is slow and needs the network at run time.
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,3 +102,36 @@ def build_session(
     for key, value in {**session_conf(master, object_storage=object_storage), **(extra or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def spark_submit_binary() -> str:
+    """spark-submit of the running interpreter's pyspark (the venv's), else the one on PATH."""
+    beside = Path(sys.executable).parent / "spark-submit"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("spark-submit")
+    if not found:
+        raise FileNotFoundError("spark-submit not found: run 'make setup' or install pyspark")
+    return found
+
+
+def spark_submit_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for spark-submit: pip's pyspark as SPARK_HOME and this interpreter for Python.
+
+    Without them the launcher script looks for pyspark with whatever python3 is on PATH.
+    """
+    import pyspark  # only a launch needs it; the DAG parser imports this module
+
+    env = dict(os.environ if base is None else base)
+    env.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # The job's driver may import the package from the --py-files zip, where no checkout is found:
+    # it must use this side's state folder (GX results, Data Docs), not a per-user default.
+    env.setdefault("EOS_STATE_DIR", str(paths.state_dir()))
+    # The folder holding the eos_ingest this process imported (a checkout's root, or site-packages):
+    # the job imports the same library, installed or not.
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(paths.PACKAGE_DIR.parent), env.get("PYTHONPATH", "")) if p
+    )
+    return env

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -14,43 +12,16 @@ import eos_ingest
 from eos_ingest import paths
 from eos_ingest.errors import ConfigError
 from eos_ingest.spark import class_archive
-from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, LOCAL_DRIVER_JAVA_OPTIONS, local_jars
+from eos_ingest.spark.session import (
+    DELTA_CONF,
+    LOCAL_CONF,
+    LOCAL_DRIVER_JAVA_OPTIONS,
+    local_jars,
+    spark_submit_binary,
+)
 from eos_ingest.storage.object_stores import LOG_STORE_CONF
 
 JOB_SCRIPT = paths.JOB_SCRIPT  # package data: an installed wheel carries it
-
-
-def spark_submit_binary() -> str:
-    """spark-submit of the running interpreter's pyspark (the venv's), else the one on PATH."""
-    beside = Path(sys.executable).parent / "spark-submit"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("spark-submit")
-    if not found:
-        raise FileNotFoundError("spark-submit not found: run 'make setup' or install pyspark")
-    return found
-
-
-def spark_submit_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment for spark-submit: pip's pyspark as SPARK_HOME and this interpreter for Python.
-
-    Without them the launcher script looks for pyspark with whatever python3 is on PATH.
-    """
-    import pyspark
-
-    env = dict(os.environ if base is None else base)
-    env.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
-    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    # The job's driver may import the package from the --py-files zip, where no checkout is found:
-    # it must use this side's state folder (GX results, Data Docs), not a per-user default.
-    env.setdefault("EOS_STATE_DIR", str(paths.state_dir()))
-    # The folder holding the eos_ingest this process imported (a checkout's root, or site-packages):
-    # the job imports the same library, installed or not.
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(paths.PACKAGE_DIR.parent), env.get("PYTHONPATH", "")) if p
-    )
-    return env
 
 
 def job_conf(master: str, *, object_storage: bool = False) -> dict[str, str]:

@@ -14,7 +14,8 @@ from eos_ingest.batch.sequence import PAUSE_BEFORE_COMMIT_ENV
 from eos_ingest.control.store import BatchStatus
 from eos_ingest.kafka.offsets import fetch_partition_offsets
 from eos_ingest.plan.ranges import TopicPartition
-from eos_ingest.spark.submit import spark_submit_argv, spark_submit_env
+from eos_ingest.spark.session import spark_submit_env
+from eos_ingest.spark.submit import spark_submit_argv
 from tests.fixtures.pipelines import pending_scheduled_batch, verify_pipeline
 from tests.integration.test_failures import finish, planned_batch, wait_for_pause
 from tests.kafka_helpers import TxProducer

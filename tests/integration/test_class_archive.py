@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from eos_ingest.spark import class_archive
-from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars
-from eos_ingest.spark.submit import job_conf, spark_submit_binary, spark_submit_env
+from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars, spark_submit_binary, spark_submit_env
+from eos_ingest.spark.submit import job_conf
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,8 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from eos_ingest.cli import main as cli_main
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import OffsetsLostError
-from eos_ingest.spark.submit import spark_submit_argv, spark_submit_env
+from eos_ingest.spark.session import spark_submit_env
+from eos_ingest.spark.submit import spark_submit_argv
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer, watermarks
 

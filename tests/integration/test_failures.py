@@ -13,7 +13,8 @@ from deltalake import DeltaTable
 
 from eos_ingest.batch.sequence import PAUSE_BEFORE_COMMIT_ENV, PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.cli import open_store, plan_batch
-from eos_ingest.spark.submit import spark_submit_argv, spark_submit_env
+from eos_ingest.spark.session import spark_submit_env
+from eos_ingest.spark.submit import spark_submit_argv
 from tests.fixtures.pipelines import verify_pipeline
 from tests.kafka_helpers import TxProducer
 from tests.process_helpers import wait_for_pause

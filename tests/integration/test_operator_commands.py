@@ -12,7 +12,7 @@ from eos_ingest.batch.job import run_job
 from eos_ingest.cli import main as cli_main
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import BatchStateError
-from eos_ingest.spark.submit import spark_submit_env
+from eos_ingest.spark.session import spark_submit_env
 from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.integration

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars
-from eos_ingest.spark.submit import spark_submit_binary, spark_submit_env
+from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars, spark_submit_binary, spark_submit_env
 from eos_ingest.storage.object_stores import LOG_STORE_CONF, S3Access, delta_rs_uri
 from tests.s3a_helpers import commit_entries
 

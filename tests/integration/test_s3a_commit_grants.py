@@ -17,7 +17,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from eos_ingest import paths
-from eos_ingest.spark.submit import spark_submit_env
+from eos_ingest.spark.session import spark_submit_env
 from tests.s3a_helpers import s3_objects, spark_app_argv
 
 pytestmark = pytest.mark.integration

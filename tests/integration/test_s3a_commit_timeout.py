@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from eos_ingest.spark.submit import spark_submit_env
+from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.storage.object_stores import S3Access, coordinator_conf, delta_rs_uri
 from tests.s3a_helpers import commit_entries, spark_app_argv
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from eos_ingest.spark.submit import spark_submit_env
+from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.storage.object_stores import S3Access, delta_rs_uri
 from tests.s3a_helpers import commit_entries, delete_objects, s3_objects, spark_app_argv
 

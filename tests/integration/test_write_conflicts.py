@@ -12,7 +12,8 @@ import pytest
 from eos_ingest.batch.sequence import PAUSE_BEFORE_TABLE_COMMIT_ENV, execute_batch
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import FencedError
-from eos_ingest.spark.submit import spark_submit_argv, spark_submit_env
+from eos_ingest.spark.session import spark_submit_env
+from eos_ingest.spark.submit import spark_submit_argv
 from eos_ingest.storage import writer
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer

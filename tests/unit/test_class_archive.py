@@ -70,7 +70,7 @@ def test_a_training_job_past_its_deadline_is_stopped_and_leaves_no_archive(
     slow = tmp_path / "spark-submit"
     slow.write_text("#!/bin/sh\nexec sleep 30\n")
     slow.chmod(0o755)
-    monkeypatch.setattr("eos_ingest.spark.submit.spark_submit_binary", lambda: str(slow))
+    monkeypatch.setattr(class_archive, "spark_submit_binary", lambda: str(slow))
     monkeypatch.setattr(class_archive, "BUILD_TIMEOUT_S", 1)
     monkeypatch.setattr("sys.argv", ["class_archive"])
     with pytest.raises(SystemExit) as stopped:
