@@ -4,9 +4,10 @@ about them."""
 
 from __future__ import annotations
 
+from eos_ingest.config.pipeline_name import BACKFILL_PREFIX  # the config's name limit counts on it
+
 INGEST_PREFIX = "eos_ingest__"
-BACKFILL_PREFIX = "eos_backfill__"
-MAINTAIN_PREFIX = "eos_maintain__"  # no longer than BACKFILL_PREFIX (config_model's name limit)
+MAINTAIN_PREFIX = "eos_maintain__"  # no longer than BACKFILL_PREFIX (config/pipeline_name's name limit)
 ALERTS_PREFIX = "eos_alerts__"  # no longer than BACKFILL_PREFIX either
 
 

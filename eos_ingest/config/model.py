@@ -28,8 +28,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from eos_ingest import paths
-from eos_ingest.airflow.dag_ids import BACKFILL_PREFIX
 from eos_ingest.config import expectation_types as gx_types
+from eos_ingest.config.pipeline_name import BACKFILL_PREFIX, MAX_NAME, NAME
 from eos_ingest.schema.avro import AvroSchemaError, load_schema_file, spark_ddl
 from eos_ingest.schema.ddl import base_type, hint, parse_ddl
 from eos_ingest.storage.object_stores import TableLocation, is_object_store
@@ -43,11 +43,7 @@ SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@mo
                     "@yearly")  # fmt: skip
 _UNPARTITIONABLE = ("ARRAY", "MAP", "STRUCT", "BINARY", "VARIANT")  # Spark refuses them as partitions
 _BUILTIN_PARTITIONS = ("event_date", "kafka_topic", "kafka_partition")
-_MAX_NAME = 250 - len(
-    BACKFILL_PREFIX
-)  # the longer DAG id prefix; Airflow refuses a DAG id longer than 250 characters
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-NAME = re.compile(r"[a-z0-9_]+")
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _CRON_FIX = (
     "use a 5-field cron 'minute hour day-of-month month day-of-week' in UTC, e.g. '30 2 * * *' "
@@ -79,9 +75,9 @@ def _name(value: Any, info: ValidationInfo) -> str:
     stem = info.context["stem"] if info.context else value
     if not (isinstance(value, str) and NAME.fullmatch(value) and value == stem):
         raise problem(f"set it to the file name {stem!r} ([a-z0-9_]+)")
-    if len(value) > _MAX_NAME:
+    if len(value) > MAX_NAME:
         raise problem(
-            f"use at most {_MAX_NAME} characters, so that the DAG id {BACKFILL_PREFIX}<name> fits Airflow"
+            f"use at most {MAX_NAME} characters, so that the DAG id {BACKFILL_PREFIX}<name> fits Airflow"
         )
     return value
 

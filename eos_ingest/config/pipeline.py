@@ -58,7 +58,6 @@ from pydantic import ValidationError
 
 from eos_ingest import paths
 from eos_ingest.config.model import (
-    NAME,
     SCHEDULE_PRESETS,
     START_FROM,
     VALUE_FORMATS,
@@ -66,6 +65,7 @@ from eos_ingest.config.model import (
     ValueSection,
 )
 from eos_ingest.config.network_fs import state_places, warn_once
+from eos_ingest.config.pipeline_name import NAME
 from eos_ingest.errors import ConfigError
 from eos_ingest.redact import is_secret_key, redact_text, redact_url, redact_value, secrets_of
 from eos_ingest.schema.avro import load_schema_file, spark_ddl
