@@ -22,7 +22,7 @@ from airflow.sdk import DAG, BaseNotifier, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from eos_ingest.airflow.dag_ids import alerts_dag_id
-from eos_ingest.airflow.dags import _library_errors, scheduled_dag
+from eos_ingest.airflow.tasks import library_errors, scheduled_dag
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.errors import ConfigError
 
@@ -67,7 +67,7 @@ def _check_lag(pipeline_file: str) -> dict[str, Any]:
 
     # A broker that does not answer, or an oldest unread record not read, is retriable: the task
     # is retried, then fails (and notifies) if the figures stay unknown.
-    with _library_errors():
+    with library_errors():
         config, _ = config_from_airflow(load_pipeline(pipeline_file))
         result = check_lag(config, open_store(config))
     shown = result.to_dict()

@@ -1,6 +1,6 @@
 """OpenLineage datasets of a pipeline: its Kafka topics in, its Delta table and quarantine out.
 
-The ingest and backfill DAGs' spark_ingest task (airflow_dags.BatchSparkSubmitOperator) returns
+The ingest and backfill DAGs' spark_ingest task (airflow/operator.py, BatchSparkSubmitOperator) returns
 these from get_openlineage_facets_on_start/complete, the methods the OpenLineage provider's
 listener asks an operator for (docs/lineage.md). The provider is optional (the ``lineage`` extra):
 it is imported here only, and only when its listener calls, so the DAGs parse and run without it.
