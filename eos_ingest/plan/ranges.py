@@ -242,3 +242,17 @@ def _plan_error(lost: list[LostOffsets], recreated: list[tuple[PartitionOffsets,
     if not recreated:
         return OffsetsLostError(message)
     return TopicRecreatedError(message) if not lost else PlanError(message)
+
+
+def merge_ranges(ranges: Iterable[PlannedRange]) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """Per partition, the sorted union of [start, end) intervals (empty ones dropped)."""
+    by_tp: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for r in sorted(ranges, key=lambda r: (r.topic, r.partition, r.start)):
+        if r.end <= r.start:
+            continue
+        spans = by_tp.setdefault((r.topic, r.partition), [])
+        if spans and r.start <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], r.end))
+        else:
+            spans.append((r.start, r.end))
+    return by_tp

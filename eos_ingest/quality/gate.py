@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch
 from eos_ingest.errors import QualityGateError
+from eos_ingest.plan.ranges import merge_ranges
 from eos_ingest.quality import context as gx_context
 from eos_ingest.quality.context import (
     ASSET,
@@ -38,7 +39,6 @@ from eos_ingest.quality.suite import (
     validated_columns,
     with_range_column,
 )
-from eos_ingest.service.verify import merge_ranges
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

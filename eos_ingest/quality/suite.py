@@ -21,10 +21,9 @@ from typing import TYPE_CHECKING, Any
 from eos_ingest import paths
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import ConfigError
-from eos_ingest.formats.parser import IDENTITY_COLUMNS
-from eos_ingest.plan.ranges import PlannedRange
+from eos_ingest.plan.ranges import PlannedRange, merge_ranges
 from eos_ingest.quality import deferred_modules, frame_stack
-from eos_ingest.service.verify import merge_ranges
+from eos_ingest.schema.columns import IDENTITY_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from eos_ingest.control.queries import RangeRecord
 from eos_ingest.errors import KafkaUnavailableError
 from eos_ingest.kafka.offsets import fetch_snapshot
-from eos_ingest.plan.ranges import PlannedRange
+from eos_ingest.plan.ranges import PlannedRange, merge_ranges
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,20 +46,6 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "ok": self.ok}
-
-
-def merge_ranges(ranges: Iterable[PlannedRange]) -> dict[tuple[str, int], list[tuple[int, int]]]:
-    """Per partition, the sorted union of [start, end) intervals (empty ones dropped)."""
-    by_tp: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    for r in sorted(ranges, key=lambda r: (r.topic, r.partition, r.start)):
-        if r.end <= r.start:
-            continue
-        spans = by_tp.setdefault((r.topic, r.partition), [])
-        if spans and r.start <= spans[-1][1]:
-            spans[-1] = (spans[-1][0], max(spans[-1][1], r.end))
-        else:
-            spans.append((r.start, r.end))
-    return by_tp
 
 
 def read_committed_identities(

@@ -18,10 +18,11 @@ from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.control.store import BatchStatus
 from eos_ingest.errors import QualityGateError
 from eos_ingest.kafka.committed_counts import read_committed_counts
+from eos_ingest.plan.ranges import merge_ranges
 from eos_ingest.quality import context as gx_context
 from eos_ingest.quality import gate as quality
 from eos_ingest.quality.audit import audit_batch
-from eos_ingest.service.verify import merge_ranges, read_committed_identities
+from eos_ingest.service.verify import read_committed_identities
 from tests.fixtures.pipelines import ingest_once
 from tests.kafka_helpers import TxProducer
 
