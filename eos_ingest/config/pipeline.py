@@ -69,12 +69,11 @@ from eos_ingest.config.pipeline_name import NAME
 from eos_ingest.errors import ConfigError
 from eos_ingest.redact import is_secret_key, redact_text, redact_url, redact_value, secrets_of
 from eos_ingest.schema.avro import load_schema_file, spark_ddl
-from eos_ingest.schema.ddl import RESERVED_COLUMNS, hint, parse_ddl
+from eos_ingest.schema.ddl import hint, parse_ddl
 from eos_ingest.schema.registry import RegistrySettings
 from eos_ingest.storage.object_stores import TableLocation
 
 __all__ = [
-    "RESERVED_COLUMNS",
     "SCHEDULE_PRESETS",
     "START_FROM",
     "VALUE_FORMATS",

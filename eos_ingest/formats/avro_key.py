@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from eos_ingest.schema import registry as schema_registry
 from eos_ingest.schema.avro import record_columns, required_fields
+from eos_ingest.schema.columns import KEY_BODY, KEY_DECODED, KEY_ERROR, KEY_ID
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -24,13 +25,6 @@ if TYPE_CHECKING:
     from eos_ingest.config.pipeline import PipelineConfig
 
 log = logging.getLogger(__name__)
-
-ID = "_eos_key_id"
-BODY = "_eos_key_body"
-DECODED = "_eos_key"
-ERROR = "_eos_key_error"
-# The columns decode() adds: a payload column of one of these names would clash (parser.INTERNAL_COLUMNS).
-COLUMNS = (ID, BODY, DECODED, ERROR)
 
 
 def registry(config: PipelineConfig) -> schema_registry.RegistrySettings:
@@ -41,8 +35,8 @@ def registry(config: PipelineConfig) -> schema_registry.RegistrySettings:
 
 
 def decode(kafka_rows: DataFrame, config: PipelineConfig) -> DataFrame:
-    """`kafka_rows` with the decoded key (DECODED, a struct of the key's reader schema) and why a
-    key did not decode (ERROR; null for a good or a null key). Resolves the batch's key schema
+    """`kafka_rows` with the decoded key (KEY_DECODED, a struct of the key's reader schema) and why a
+    key did not decode (KEY_ERROR; null for a good or a null key). Resolves the batch's key schema
     ids on the driver (one small Spark job)."""
     from pyspark.sql import functions as F
 
@@ -50,37 +44,40 @@ def decode(kafka_rows: DataFrame, config: PipelineConfig) -> DataFrame:
 
     reader = config.metadata.key_schema
     assert reader is not None  # config.py fills it for key.format avro
-    framed = avro_decode.frame(kafka_rows, "key", ID, BODY)
-    ids = avro_decode.batch_ids(framed, ID)
+    framed = avro_decode.frame(kafka_rows, "key", KEY_ID, KEY_BODY)
+    ids = avro_decode.batch_ids(framed, KEY_ID)
     writers = schema_registry.resolve(registry(config), ids)
     checked = avro_decode.check_writers(kafka_rows.sparkSession, writers, reader)
     log.info("avro key: schema ids %s; refused %s", ids, checked.refused)
     columns = record_columns(reader)
     struct = "STRUCT<" + ", ".join(f"`{n}`: {t}" for n, t in columns) + ">"
-    decoded = avro_decode.decode(checked.decoders, reader, struct, ID, BODY)
+    decoded = avro_decode.decode(checked.decoders, reader, struct, KEY_ID, KEY_BODY)
     key = F.col("key")
     error = F.when(key.isNull(), F.lit(None)).when(
-        F.col(ID).isNull(), F.lit(f"key: not in the Schema Registry wire format ({avro_decode.WIRE_FORMAT})")
+        F.col(KEY_ID).isNull(),
+        F.lit(f"key: not in the Schema Registry wire format ({avro_decode.WIRE_FORMAT})"),
     )
     for schema_id, why in sorted(checked.refused.items()):
-        error = error.when(F.col(ID) == schema_id, F.lit(f"key: {why}"))
+        error = error.when(F.col(KEY_ID) == schema_id, F.lit(f"key: {why}"))
     error = error.when(
-        avro_decode.failed(DECODED, columns, required_fields(reader)),
-        F.concat(F.lit("key: Avro body does not decode with writer schema id "), F.col(ID).cast("string")),
+        avro_decode.failed(KEY_DECODED, columns, required_fields(reader)),
+        F.concat(
+            F.lit("key: Avro body does not decode with writer schema id "), F.col(KEY_ID).cast("string")
+        ),
     )
-    with_key = framed.select(*[F.col(c) for c in framed.columns], decoded.alias(DECODED))
-    return with_key.select(*[F.col(c) for c in with_key.columns], error.alias(ERROR))
+    with_key = framed.select(*[F.col(c) for c in framed.columns], decoded.alias(KEY_DECODED))
+    return with_key.select(*[F.col(c) for c in with_key.columns], error.alias(KEY_ERROR))
 
 
 def column() -> Column:
     """kafka_key: the decoded struct, null for a null key or one that did not decode."""
     from pyspark.sql import functions as F
 
-    return F.when(F.col(ERROR).isNull(), F.col(DECODED))
+    return F.when(F.col(KEY_ERROR).isNull(), F.col(KEY_DECODED))
 
 
 def raw_key() -> Column:
     """The key's bytes of a record its key sent to quarantine; null otherwise."""
     from pyspark.sql import functions as F
 
-    return F.when(F.col(ERROR).isNotNull(), F.col("key"))
+    return F.when(F.col(KEY_ERROR).isNotNull(), F.col("key"))

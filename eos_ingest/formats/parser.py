@@ -11,6 +11,14 @@ import uuid
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eos_ingest.formats import avro_key
+from eos_ingest.schema.columns import (
+    CORRUPT_RECORD,
+    KEY_ERROR,
+    META_COLUMNS,
+    PARSE_ERROR,
+    RAW_KEY,
+    UNKNOWN_FIELDS,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation
@@ -18,22 +26,8 @@ if TYPE_CHECKING:
     from eos_ingest.config.pipeline import PipelineConfig
     from eos_ingest.formats.avro_decode import AvroBatch
 
-# Identity first: Delta keeps min/max statistics for the leading columns, and a replace of a
-# range prunes files with them.
-IDENTITY_COLUMNS = ("kafka_topic", "kafka_partition", "kafka_offset")
-META_COLUMNS = (*IDENTITY_COLUMNS, "kafka_timestamp", "kafka_key", "batch_id")
-QUARANTINE_COLUMNS = (*META_COLUMNS, "raw_value", "error")
-_CORRUPT = "_eos_corrupt_record"
-_ERROR = "_eos_error"
-# The fields of a good row that the schema does not read (null when none): schema_evolution.py.
-_UNKNOWN = "_eos_unknown_fields"
 # The start of a quarantine reason for a value whose type changed (`fail` looks for it).
 TYPE_CHANGED = "type changed: "
-# key.format avro: a quarantined record whose key did not decode keeps the key's bytes here.
-RAW_KEY = "raw_key"
-# Columns parse() adds next to the payload: a payload column of the same name breaks the job, so
-# config.py refuses them (Spark names are case-insensitive).
-INTERNAL_COLUMNS = ("raw_value", RAW_KEY, _ERROR, _CORRUPT, _UNKNOWN, *avro_key.COLUMNS)
 # How long observed_split waits for the counts after the action that observed them.
 OBSERVATION_WAIT_S = 30.0
 
@@ -80,7 +74,7 @@ def _key_error(config: PipelineConfig) -> Column | None:
     """Why a row's key did not decode (key.format avro; avro_key.decode added the column)."""
     from pyspark.sql import functions as F
 
-    return F.col(avro_key.ERROR) if config.metadata.key_format == "avro" else None
+    return F.col(KEY_ERROR) if config.metadata.key_format == "avro" else None
 
 
 def parse(
@@ -101,7 +95,9 @@ def parse(
         avro = avro or avro_decode.prepare(kafka_rows, config, ())
         if key_error is not None:
             avro = dataclasses.replace(avro, framed=avro_key.decode(avro.framed, config))
-        return avro_decode.parse(avro, config, _meta(batch_id, config), _ERROR, _UNKNOWN, key_error)
+        return avro_decode.parse(
+            avro, config, _meta(batch_id, config), PARSE_ERROR, UNKNOWN_FIELDS, key_error
+        )
     if key_error is not None:
         kafka_rows = avro_key.decode(kafka_rows, config)
     if config.value.format == "raw":
@@ -112,18 +108,18 @@ def parse(
             (F.when(key_error.isNotNull(), F.col("value")) if key_error is not None else F.lit(None))
             .cast("binary")
             .alias("raw_value"),
-            (key_error if key_error is not None else F.lit(None)).cast("string").alias(_ERROR),
-            F.lit(None).cast("array<string>").alias(_UNKNOWN),
+            (key_error if key_error is not None else F.lit(None)).cast("string").alias(PARSE_ERROR),
+            F.lit(None).cast("array<string>").alias(UNKNOWN_FIELDS),
         )
-    ddl = f"{config.value.schema}, {_CORRUPT} STRING"
+    ddl = f"{config.value.schema}, {CORRUPT_RECORD} STRING"
     text = F.col("value").cast("string")
-    parsed = F.from_json(text, ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
+    parsed = F.from_json(text, ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD})
     type_changed = _type_changed(text, config.payload_columns)
     # A row that parsed is settled first: CASE WHEN stops there, so get_json_object (a second
     # parse of the whole value, re-serialized) runs only for the few rows that did not parse.
     error = (
         F.when(F.col("value").isNull(), F.lit("null value (tombstone): a JSON value was expected"))
-        .when(F.col("_parsed").isNotNull() & F.col(f"_parsed.{_CORRUPT}").isNull(), F.lit(None))
+        .when(F.col("_parsed").isNotNull() & F.col(f"_parsed.{CORRUPT_RECORD}").isNull(), F.lit(None))
         .when(F.get_json_object(text, "$").isNull(), F.lit("value is not valid JSON"))
         .when(type_changed.isNotNull(), type_changed)
         .otherwise(F.lit(f"value does not match the declared schema: {config.value.schema}"))
@@ -148,8 +144,8 @@ def parse(
         # Only a quarantined row keeps its raw value: the job caches this frame, and the raw bytes
         # of every good row would double what the cache holds (and what building it costs).
         F.when(error.isNotNull(), F.col("value")).alias("raw_value"),
-        error.alias(_ERROR),
-        F.when(error.isNull() & (F.size(unknown) > 0), unknown).alias(_UNKNOWN),
+        error.alias(PARSE_ERROR),
+        F.when(error.isNull() & (F.size(unknown) > 0), unknown).alias(UNKNOWN_FIELDS),
     )
 
 
@@ -182,7 +178,7 @@ def output_rows(parsed: DataFrame, config: PipelineConfig) -> DataFrame:
     from pyspark.sql import functions as F
 
     payload = ["value"] if config.value.format == "raw" else [n for n, _ in config.payload_columns]
-    return parsed.where(F.col(_ERROR).isNull()).select(
+    return parsed.where(F.col(PARSE_ERROR).isNull()).select(
         *meta_columns(config), *payload, F.to_date(F.col("kafka_timestamp")).alias("event_date")
     )
 
@@ -192,8 +188,8 @@ def quarantine_rows(parsed: DataFrame, config: PipelineConfig) -> DataFrame:
     from pyspark.sql import functions as F
 
     raw_key = [RAW_KEY] if config.metadata.key_format == "avro" else []
-    return parsed.where(F.col(_ERROR).isNotNull()).select(
-        *meta_columns(config), "raw_value", *raw_key, F.col(_ERROR).alias("error")
+    return parsed.where(F.col(PARSE_ERROR).isNotNull()).select(
+        *meta_columns(config), "raw_value", *raw_key, F.col(PARSE_ERROR).alias("error")
     )
 
 
@@ -211,10 +207,10 @@ def _split_columns() -> list[Column]:
     from pyspark.sql import functions as F
 
     return [
-        F.count(F.when(F.col(_ERROR).isNull(), 1)).alias("good"),
-        F.count(F.when(F.col(_ERROR).isNotNull(), 1)).alias("bad"),
-        F.count(F.when(F.col(_UNKNOWN).isNotNull(), 1)).alias("unknown"),
-        F.count(F.when(F.col(_ERROR).startswith(TYPE_CHANGED), 1)).alias("changed"),
+        F.count(F.when(F.col(PARSE_ERROR).isNull(), 1)).alias("good"),
+        F.count(F.when(F.col(PARSE_ERROR).isNotNull(), 1)).alias("bad"),
+        F.count(F.when(F.col(UNKNOWN_FIELDS).isNotNull(), 1)).alias("unknown"),
+        F.count(F.when(F.col(PARSE_ERROR).startswith(TYPE_CHANGED), 1)).alias("changed"),
     ]
 
 
@@ -255,7 +251,7 @@ def unknown_fields(parsed: DataFrame) -> list[str]:
     """The fields good rows carry that no column reads (a small job, run only when there are some)."""
     from pyspark.sql import functions as F
 
-    found = parsed.select(F.explode(F.col(_UNKNOWN)).alias("k")).distinct().collect()
+    found = parsed.select(F.explode(F.col(UNKNOWN_FIELDS)).alias("k")).distinct().collect()
     return sorted(r[0] for r in found)
 
 
@@ -263,5 +259,7 @@ def type_changed_reasons(parsed: DataFrame, limit: int = 20) -> list[str]:
     """The distinct quarantine reasons of values whose type changed (run only when there are some)."""
     from pyspark.sql import functions as F
 
-    found = parsed.where(F.col(_ERROR).startswith(TYPE_CHANGED)).select(_ERROR).distinct().limit(limit)
+    found = (
+        parsed.where(F.col(PARSE_ERROR).startswith(TYPE_CHANGED)).select(PARSE_ERROR).distinct().limit(limit)
+    )
     return sorted(r[0] for r in found.collect())

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from eos_ingest.errors import SchemaEvolutionError
 from eos_ingest.formats import parser
-from eos_ingest.formats.parser import INTERNAL_COLUMNS, meta_columns
+from eos_ingest.formats.parser import meta_columns
 from eos_ingest.schema.avro import AvroSchemaError, record_columns, spark_ddl
-from eos_ingest.schema.ddl import RESERVED_COLUMNS
+from eos_ingest.schema.columns import INTERNAL_COLUMNS, RESERVED_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -6,11 +6,8 @@ import difflib
 import re
 from collections.abc import Iterable
 
-from eos_ingest.formats.parser import INTERNAL_COLUMNS
+from eos_ingest.schema.columns import INTERNAL_COLUMNS, RESERVED_COLUMNS
 
-RESERVED_COLUMNS = frozenset({"kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
-                              "kafka_key", "batch_id", "event_date", "kafka_headers",
-                              "kafka_timestamp_type"})  # fmt: skip
 _SPARK_TYPES = ("BOOLEAN", "TINYINT", "BYTE", "SMALLINT", "SHORT", "INT", "INTEGER", "BIGINT", "LONG",
                 "FLOAT", "REAL", "DOUBLE", "DECIMAL", "DEC", "NUMERIC", "STRING", "VARCHAR", "CHAR",
                 "BINARY", "DATE", "TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "INTERVAL", "ARRAY",

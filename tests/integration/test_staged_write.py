@@ -145,14 +145,15 @@ def test_the_counts_come_with_the_staged_pass_and_none_without_an_action(spark, 
     from pyspark.sql import functions as F
 
     from eos_ingest.formats import parser
+    from eos_ingest.schema.columns import PARSE_ERROR, UNKNOWN_FIELDS
 
     parsed = make_rows(spark, 0, "x", range(10)).select(
         "*",
-        F.when(F.col("kafka_offset") < 3, F.lit("not JSON")).alias(parser._ERROR),
-        F.lit(None).cast("array<string>").alias(parser._UNKNOWN),
+        F.when(F.col("kafka_offset") < 3, F.lit("not JSON")).alias(PARSE_ERROR),
+        F.lit(None).cast("array<string>").alias(UNKNOWN_FIELDS),
     )
     observed, observation = parser.observe_split(parsed, 1)
-    rows = observed.where(F.col(parser._ERROR).isNull()).drop(parser._ERROR, parser._UNKNOWN)
+    rows = observed.where(F.col(PARSE_ERROR).isNull()).drop(PARSE_ERROR, UNKNOWN_FIELDS)
     stage(spark, rows, str(tmp_path / "table"), [PlannedRange("t", 0, 0, 10)], 1)
 
     assert parser.observed_split(observation) == parser.Split(7, 3, 0, 0) == parser.count_split(parsed)

@@ -19,7 +19,7 @@ from eos_ingest.config.pipeline import (
     parse_ddl,
 )
 from eos_ingest.errors import ConfigError
-from eos_ingest.formats.parser import INTERNAL_COLUMNS
+from eos_ingest.schema.columns import INTERNAL_COLUMNS
 
 BASE: dict[str, Any] = {
     "name": "orders",
