@@ -65,7 +65,8 @@ def s3_objects(access_env: dict[str, str], prefix: str) -> list[str]:
     """Every object under s3a://`prefix` (bucket/key paths), listed with pyarrow's S3 client."""
     from pyarrow.fs import FileSelector, S3FileSystem
 
-    from eos_ingest.storage.object_stores import S3A, S3Access
+    from eos_ingest.config.table_location import S3A
+    from eos_ingest.storage.object_stores import S3Access
 
     access = S3Access.from_env(access_env)
     fs = S3FileSystem(access_key=access.access_key, secret_key=access.secret_key,

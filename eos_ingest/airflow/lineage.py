@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from eos_ingest.config.pipeline import PipelineConfig
-from eos_ingest.storage.object_stores import TableLocation, is_object_store
+from eos_ingest.config.table_location import TableLocation, is_object_store
 
 
 def kafka_namespace(bootstrap_servers: str) -> str:

@@ -30,9 +30,9 @@ from pydantic_core import PydanticCustomError
 from eos_ingest import paths
 from eos_ingest.config import expectation_types as gx_types
 from eos_ingest.config.pipeline_name import BACKFILL_PREFIX, MAX_NAME, NAME
+from eos_ingest.config.table_location import TableLocation, TableUriError, is_object_store, object_store_uri
 from eos_ingest.schema.avro import AvroSchemaError, load_schema_file, spark_ddl
 from eos_ingest.schema.ddl import base_type, hint, parse_ddl
-from eos_ingest.storage.object_stores import TableLocation, is_object_store
 
 START_FROM = ("earliest", "latest")
 CONTROL_DB_ENV = "EOS_CONTROL_DB_URL"  # the control DB of pipelines whose file names none
@@ -44,7 +44,6 @@ SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@mo
 _UNPARTITIONABLE = ("ARRAY", "MAP", "STRUCT", "BINARY", "VARIANT")  # Spark refuses them as partitions
 _BUILTIN_PARTITIONS = ("event_date", "kafka_topic", "kafka_partition")
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _CRON_FIX = (
     "use a 5-field cron 'minute hour day-of-month month day-of-week' in UTC, e.g. '30 2 * * *' "
     f"(02:30 every day) or '*/15 * * * *', one of {', '.join(SCHEDULE_PRESETS)}, or null for manual runs"
@@ -138,28 +137,14 @@ def _local_path(value: Any) -> Path:
     return (path if path.is_absolute() else paths.state_dir() / path).resolve()
 
 
-_S3A_FIX = "use s3a://<bucket>/<prefix>, e.g. s3a://lake/tables/orders, or a local path"
-
-
 def _table_location(value: Any) -> TableLocation:
     """A local folder (resolved), or s3a://bucket/prefix kept as a URI (no trailing slash)."""
     if not (isinstance(value, str) and "://" in value):
         return _local_path(value)
-    scheme, rest = value.split("://", 1)
-    if scheme != "s3a":
-        # abfss:// and gs:// have no coordinator here, and s3:// / s3n:// are other Hadoop clients.
-        fix = "write s3a://" if scheme in ("s3", "s3n") else "only s3a:// object storage is supported"
-        raise problem(f"{fix} (docs/object-storage.md); {_S3A_FIX}")
-    bucket, _, prefix = rest.partition("/")
-    if "@" in bucket:  # never echo it: it holds credentials
-        raise problem(
-            "no credentials in the URI: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-            "(or name an Airflow aws connection); " + _S3A_FIX,
-            value="s3a://***@…",
-        )
-    if not _BUCKET.fullmatch(bucket) or not prefix.strip("/"):
-        raise problem(f"a bucket (3-63 of [a-z0-9.-]) and a prefix are needed; {_S3A_FIX}")
-    return f"s3a://{bucket}/{prefix.strip('/')}"
+    try:
+        return object_store_uri(value)
+    except TableUriError as e:
+        raise (problem(e.fix) if e.shown is None else problem(e.fix, value=e.shown)) from None
 
 
 def _db_url(url: Any) -> str:

@@ -40,7 +40,7 @@ Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
 ``<state folder>/control.db``; a ``control_db_url`` in the file always wins. The rules are the
 pydantic model in ``config_model``; every problem of a file comes in one ``ConfigError``, a line
 each naming the file, the dotted key, the value (secrets masked, see ``redact``) and the fix. Output
-tables are local (or mounted) folders or s3a:// URIs (object_storage.py).
+tables are local (or mounted) folders or s3a:// URIs (table_location.py).
 """
 
 from __future__ import annotations
@@ -66,12 +66,12 @@ from eos_ingest.config.model import (
 )
 from eos_ingest.config.network_fs import state_places, warn_once
 from eos_ingest.config.pipeline_name import NAME
+from eos_ingest.config.table_location import TableLocation
 from eos_ingest.errors import ConfigError
 from eos_ingest.redact import is_secret_key, redact_text, redact_url, redact_value, secrets_of
 from eos_ingest.schema.avro import load_schema_file, spark_ddl
 from eos_ingest.schema.ddl import hint, parse_ddl
 from eos_ingest.schema.registry import RegistrySettings
-from eos_ingest.storage.object_stores import TableLocation
 
 __all__ = [
     "SCHEDULE_PRESETS",

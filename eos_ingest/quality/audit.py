@@ -20,13 +20,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from eos_ingest.config.pipeline import PipelineConfig
+from eos_ingest.config.table_location import TableLocation
 from eos_ingest.control.store import Batch, BatchStatus, ControlStore
 from eos_ingest.errors import BatchStateError
 from eos_ingest.quality.context import validate
 from eos_ingest.quality.gate import committed_record_count, preload_gx
 from eos_ingest.quality.report import build_report, record_report
 from eos_ingest.quality.suite import arrow_frame, validated_columns
-from eos_ingest.storage.object_stores import TableLocation, delta_rs_table
+from eos_ingest.storage.object_stores import delta_rs_table
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -31,11 +31,12 @@ from typing import TYPE_CHECKING, Any
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from eos_ingest.config.pipeline import PipelineConfig
+from eos_ingest.config.table_location import TableLocation
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import ConfigError, MaintenanceBusyError
 from eos_ingest.fault_points import pause_if_asked
 from eos_ingest.redact import redact_text
-from eos_ingest.storage.object_stores import TableLocation, delta_rs_table
+from eos_ingest.storage.object_stores import delta_rs_table
 from eos_ingest.storage.writer import is_conflict
 
 if TYPE_CHECKING:

@@ -17,6 +17,7 @@ put-if-absent of a commit entry (``INSERT ... ON CONFLICT DO NOTHING``) is the c
 control DB every writer shares: PostgreSQL (config refuses SQLite with an s3a table).
 
 delta-rs (the audit, the writer's version lookup) reads with ``storage_options``: the same access.
+The location itself (TableLocation, the check of an s3a:// URI) is the config's: config/table_location.py.
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 
+from eos_ingest.config.table_location import S3A, TableLocation, is_object_store
 from eos_ingest.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -37,17 +38,10 @@ if TYPE_CHECKING:
 
     from eos_ingest.config.pipeline import PipelineConfig
 
-S3A = "s3a://"
-# Where a table lives: a local (or mounted) folder, or an s3a:// URI as the file spells it.
-TableLocation = Path | str
 # Delta's log store for s3a paths, set at session start (Delta reads it from the SparkConf).
 LOG_STORE_CLASS = "eos.ingest.delta.JdbcLogStore"
 LOG_STORE_CONF = {"spark.delta.logStore.s3a.impl": LOG_STORE_CLASS}
 _JDBC = "eos.delta.jdbc."  # the log store's settings (JdbcLogStore.PREFIX)
-
-
-def is_object_store(location: TableLocation) -> bool:
-    return isinstance(location, str) and location.startswith(S3A)
 
 
 def table_uri(location: TableLocation) -> str:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from eos_ingest.errors import ConfigError
 
 if TYPE_CHECKING:
-    from eos_ingest.storage.object_stores import TableLocation
+    from eos_ingest.config.table_location import TableLocation
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from collections import Counter
 
 import pytest
 
-from eos_ingest.storage.object_stores import S3A, S3Access, delta_rs_table
+from eos_ingest.config.table_location import S3A
+from eos_ingest.storage.object_stores import S3Access, delta_rs_table
 from tests.kafka_helpers import TxProducer, read_committed
 from tests.process_helpers import wait_for_pause
 from tests.s3a_helpers import CLI, cli, commit_entries, identities

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from eos_ingest.config.table_location import is_object_store
 from eos_ingest.errors import ConfigError
-from eos_ingest.storage.object_stores import S3Access, coordinator_conf, delta_rs_uri, is_object_store
+from eos_ingest.storage.object_stores import S3Access, coordinator_conf, delta_rs_uri
 
 LOCAL = {
     "AWS_ENDPOINT_URL": "http://127.0.0.1:9090",
