@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from eos_ingest.formats.schema_evolution import Columns, avro_reader
+from eos_ingest.formats.evolution_rules import Columns, avro_reader
 from eos_ingest.schema import registry as schema_registry
 from eos_ingest.schema.avro import required_fields
 
@@ -136,7 +136,7 @@ def check_writers(
 
 def prepare(kafka_rows: DataFrame, config: PipelineConfig, table_extra: Columns) -> AvroBatch:
     """Frame the values, resolve the batch's writer schemas (once per id) and check each against
-    the batch's reader schema (schema_evolution.avro_reader: under add_columns the writers' new
+    the batch's reader schema (evolution_rules.avro_reader: under add_columns the writers' new
     fields and the table's grown columns join it)."""
     declared = config.value.avro_schema
     registry = config.value.registry

@@ -15,6 +15,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
+from eos_ingest.formats import avro_decode
 from eos_ingest.schema import registry as schema_registry
 from eos_ingest.schema.avro import record_columns, required_fields
 from eos_ingest.schema.columns import KEY_BODY, KEY_DECODED, KEY_ERROR, KEY_ID
@@ -39,8 +40,6 @@ def decode(kafka_rows: DataFrame, config: PipelineConfig) -> DataFrame:
     key did not decode (KEY_ERROR; null for a good or a null key). Resolves the batch's key schema
     ids on the driver (one small Spark job)."""
     from pyspark.sql import functions as F
-
-    from eos_ingest.formats import avro_decode  # not at the top: it imports parser, which imports this
 
     reader = config.metadata.key_schema
     assert reader is not None  # config.py fills it for key.format avro

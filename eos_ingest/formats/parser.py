@@ -6,11 +6,12 @@ read = written + quarantined holds by construction and is checked again before c
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from eos_ingest.formats import avro_key
+from eos_ingest.formats import avro_decode, avro_key
 from eos_ingest.schema.columns import (
     CORRUPT_RECORD,
     KEY_ERROR,
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation
 
     from eos_ingest.config.pipeline import PipelineConfig
-    from eos_ingest.formats.avro_decode import AvroBatch
 
 # The start of a quarantine reason for a value whose type changed (`fail` looks for it).
 TYPE_CHANGED = "type changed: "
@@ -78,7 +78,7 @@ def _key_error(config: PipelineConfig) -> Column | None:
 
 
 def parse(
-    kafka_rows: DataFrame, config: PipelineConfig, batch_id: int, avro: AvroBatch | None = None
+    kafka_rows: DataFrame, config: PipelineConfig, batch_id: int, avro: avro_decode.AvroBatch | None = None
 ) -> DataFrame:
     """One frame with the output columns plus `_eos_error` and `raw_value` (both null for good
     rows) and `_eos_unknown_fields`. `config` is the batch's (schema_evolution.evolve, which also
@@ -88,10 +88,6 @@ def parse(
     payload_names = [name for name, _ in config.payload_columns]
     key_error = _key_error(config)
     if config.value.format == "avro":
-        import dataclasses
-
-        from eos_ingest.formats import avro_decode
-
         avro = avro or avro_decode.prepare(kafka_rows, config, ())
         if key_error is not None:
             avro = dataclasses.replace(avro, framed=avro_key.decode(avro.framed, config))

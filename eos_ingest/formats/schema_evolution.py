@@ -18,27 +18,22 @@ its data; the rows a batch writes get null there (Delta fills a column the frame
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from eos_ingest.errors import SchemaEvolutionError
-from eos_ingest.formats import parser
+from eos_ingest.formats import avro_decode, parser
+from eos_ingest.formats.evolution_rules import ADD_COLUMNS, FAIL, Columns, is_taken, not_a_column
 from eos_ingest.formats.parser import meta_columns
-from eos_ingest.schema.avro import AvroSchemaError, record_columns, spark_ddl
-from eos_ingest.schema.columns import INTERNAL_COLUMNS, RESERVED_COLUMNS
+from eos_ingest.schema.avro import record_columns, spark_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from eos_ingest.config.pipeline import PipelineConfig
-    from eos_ingest.formats.avro_decode import AvroBatch
 
 log = logging.getLogger(__name__)
-
-IGNORE, ADD_COLUMNS, FAIL = "ignore", "add_columns", "fail"
-Columns = tuple[tuple[str, str], ...]
 
 
 def refusal(
@@ -60,17 +55,6 @@ def refusal(
         f"pipeline {config.name!r}, value.schema_evolution: fail: {'; and '.join(parts)}; nothing was "
         "written and the batch stays planned: a rerun after the fix writes it"
     )
-
-
-def is_taken(name: str, taken: Iterable[str]) -> bool:
-    """Delta's column names are case-insensitive: a new field `Name` cannot be a column beside `name`."""
-    lowered = name.lower()
-    return any(lowered == t.lower() for t in taken)
-
-
-def not_a_column(name: str) -> bool:
-    """A field that may never become a payload column: a metadata or internal name."""
-    return name.lower() in RESERVED_COLUMNS or name.lower() in {c.lower() for c in INTERNAL_COLUMNS}
 
 
 def table_extra_columns(spark: SparkSession, config: PipelineConfig) -> Columns:
@@ -104,7 +88,7 @@ class Evolution:
 
     config: PipelineConfig
     added: Columns = ()
-    avro: AvroBatch | None = None
+    avro: avro_decode.AvroBatch | None = None
 
     @property
     def merge_schema(self) -> bool:
@@ -118,8 +102,6 @@ def evolve(spark: SparkSession, kafka_rows: DataFrame, config: PipelineConfig) -
         return evolve_json(spark, kafka_rows, config)
     if config.value.format != "avro":
         return Evolution(config)
-    from eos_ingest.formats import avro_decode
-
     policy = config.value.schema_evolution
     extra = table_extra_columns(spark, config) if policy == ADD_COLUMNS else ()
     batch = avro_decode.prepare(kafka_rows, config, extra)
@@ -155,76 +137,6 @@ def check_parsed(parsed: DataFrame, split: parser.Split, config: PipelineConfig,
             batch_id, split.unknown_fields, policy, ", ".join(names),
         )  # fmt: skip
     return names
-
-
-def _nullable(avro_type: Any) -> Any:
-    """The type as a union whose first branch is null, so the field may default to null."""
-    members = avro_type if isinstance(avro_type, list) else [avro_type]
-    return ["null", *(m for m in members if m != "null")]
-
-
-def _norm(ddl: str) -> str:
-    return ddl.lower().replace("`", "").replace(" ", "")
-
-
-def _ddl_of(avro_type: Any) -> str | None:
-    """Spark's type of an Avro field type; None when it cannot stand alone (a named type the
-    writer defines elsewhere)."""
-    probe = {"type": "record", "name": "_eos_probe", "fields": [{"name": "f", "type": avro_type}]}
-    try:
-        return record_columns(json.dumps(probe))[0][1]
-    except AvroSchemaError:
-        return None
-
-
-def avro_reader(
-    config: PipelineConfig, writers: dict[int, str], table_extra: Columns
-) -> tuple[str, dict[int, list[str]], dict[int, list[str]]]:
-    """The batch's Avro reader schema (JSON text), and per writer id: its top-level fields the
-    reader does not read (dropped, counted), and its fields whose type is not the table's column's.
-
-    Under add_columns a writer field the declared reader lacks joins the reader as a nullable
-    field with default null (so every other writer reads null there), in the order of the ids;
-    a field the table already grew must keep the table's type, else the writer is refused."""
-    declared = config.value.avro_schema
-    assert declared is not None
-    reader = json.loads(declared)
-    fields: list[dict[str, Any]] = list(reader.get("fields", []))
-    table_types = {n.lower(): t for n, t in table_extra}
-    changed: dict[int, list[str]] = {}
-    parsed = {i: json.loads(w) for i, w in sorted(writers.items())}
-    if config.value.schema_evolution == ADD_COLUMNS:
-        for schema_id, writer in parsed.items():
-            for f in writer.get("fields", []) if isinstance(writer, dict) else []:
-                name = f.get("name")
-                if (
-                    not isinstance(name, str)
-                    or not_a_column(name)
-                    or is_taken(name, [g["name"] for g in fields])
-                ):
-                    continue
-                ddl = _ddl_of(f.get("type"))
-                if ddl is None:
-                    continue
-                if name.lower() in table_types and _norm(ddl) != _norm(table_types[name.lower()]):
-                    changed.setdefault(schema_id, []).append(name)
-                    continue
-                fields.append({"name": name, "type": _nullable(f["type"]), "default": None})
-    text = (
-        declared if len(fields) == len(reader.get("fields", [])) else json.dumps({**reader, "fields": fields})
-    )
-    read = [g["name"] for g in fields]
-    unknown: dict[int, list[str]] = {}
-    for schema_id, writer in parsed.items():
-        extra = [
-            f["name"]
-            for f in (writer.get("fields", []) if isinstance(writer, dict) else [])
-            # Avro resolves fields by exact name: a writer's `Name` is not read into `name`.
-            if isinstance(f.get("name"), str) and f["name"] not in read
-        ]
-        if extra and schema_id not in changed:
-            unknown[schema_id] = extra
-    return text, unknown, changed
 
 
 def evolve_json(spark: SparkSession, kafka_rows: DataFrame, config: PipelineConfig) -> Evolution:

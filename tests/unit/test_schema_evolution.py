@@ -11,7 +11,8 @@ import yaml
 
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.errors import ConfigError, SchemaEvolutionError, exit_code
-from eos_ingest.formats.schema_evolution import avro_reader, with_columns
+from eos_ingest.formats.evolution_rules import avro_reader
+from eos_ingest.formats.schema_evolution import with_columns
 
 ORDER = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
 
