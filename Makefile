@@ -27,6 +27,7 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy eos_ingest dags
+	$(VENV)/bin/lint-imports
 
 # The whole suite: unit, integration (real broker, Spark, Delta, SQLite, PostgreSQL) and e2e.
 # Prints the 25 slowest tests. EOS_LONG_TESTS=1 runs the long variants of tests that keep a short
