@@ -5,7 +5,7 @@
 Without --topic it produces the workload first (bench/workload.py: 6 partitions, transactions of
 5,000 records, 5% aborted). Then it counts the whole topic, read_committed, (1) record by record
 with librdkafka (count_by_records, the count before) and (2) from the record-batch headers
-(header_counts.py), each in this process, and prints JSON: records, CPU seconds
+(kafka/header_counts.py), each in this process, and prints JSON: records, CPU seconds
 (time.process_time, every thread of the process) and wall seconds of each. Both must agree.
 """
 

@@ -141,7 +141,7 @@ class ControlSchemaError(EosIngestError):
 
 # Exit codes of the CLI and of the Spark job alike (README, "Running a pipeline by hand").
 EXIT_FAILED, EXIT_NEEDS_A_PERSON, EXIT_FENCED, EXIT_RETRIABLE = 1, 2, 3, 75
-# `eos-ingest check-lag`: the pipeline's lag passed a limit of its `alerts:` block (lag_alerts.py).
+# `eos-ingest check-lag`: the pipeline's lag passed a limit of its `alerts:` block (service/lag_alerts.py).
 EXIT_LAG_LIMIT = 4
 
 

@@ -4,7 +4,7 @@
 #   $STATE/jars/spark  spark-sql-kafka and Delta, handed to Spark with --jars / spark.jars
 #   $STATE/jars/s3a    hadoop-aws with the AWS SDK, and the Delta commit coordinator built from
 #                      jvm/delta-jdbc-logstore with the PostgreSQL JDBC driver: added to the
-#                      Spark jars only for a pipeline whose tables are s3a:// (spark_session.py)
+#                      Spark jars only for a pipeline whose tables are s3a:// (spark/session.py)
 #   $STATE/jars/s3proxy  the S3 API server of the test stack (stack/s3.sh)
 # A stamp holding the hash of the POMs and the module's sources makes a second run a no-op.
 set -euo pipefail

@@ -6,7 +6,7 @@ message naming the pipeline, each figure and its limit, when a limit is passed. 
 (called with the task's context) or of an Airflow notifier (a BaseNotifier instance, or a
 BaseNotifier class that takes no arguments), so Slack, SMTP or any provider's notifier plugs in.
 
-Wiring only, as airflow_dags.py: the rules are lag_alerts.py's, tested without Airflow.
+Wiring only, as airflow/dags.py: the rules are service/lag_alerts.py's, tested without Airflow.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The body of the spark-submit job: one Spark session for one batch, or for a catch-up's batches.
 
-Each batch runs the whole sequence of batch_sequence.py on its own; kept in the package so it is
+Each batch runs the whole sequence of batch/sequence.py on its own; kept in the package so it is
 tested like the rest."""
 
 from __future__ import annotations

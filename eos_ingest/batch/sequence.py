@@ -139,7 +139,7 @@ def execute_batch(
 
     def stage_table() -> StagedReplace:
         # One Spark pass reads, parses, counts (observed) and writes the table's files; they are
-        # committed only after the gate (staged_write.py), so no reader sees them before.
+        # committed only after the gate (storage/staged_write.py), so no reader sees them before.
         observed, observed_by = parser.observe_split(parsed, batch_id)
         observation[:] = [observed_by]
         return writer.stage(

@@ -2,7 +2,7 @@
 
 Each validator raises `problem(fix)`; pydantic collects the problems of every key, and
 config.load_pipeline turns them into one ConfigError naming the file, the key, the value and the
-fix of each. The model holds the file's values (with defaults, paths resolved); config.py turns
+fix of each. The model holds the file's values (with defaults, paths resolved); config/pipeline.py turns
 it into the frozen PipelineConfig the rest of the package uses.
 """
 
@@ -37,7 +37,7 @@ from eos_ingest.schema.ddl import base_type, hint, parse_ddl
 START_FROM = ("earliest", "latest")
 CONTROL_DB_ENV = "EOS_CONTROL_DB_URL"  # the control DB of pipelines whose file names none
 VALUE_FORMATS = ("json", "raw", "avro")
-# value.schema_evolution (schema_evolution.py): what a field the schema lacks does to a batch.
+# value.schema_evolution (formats/schema_evolution.py): what a field the schema lacks does to a batch.
 SCHEMA_EVOLUTION = ("ignore", "add_columns", "fail")
 SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly",
                     "@yearly")  # fmt: skip
@@ -101,7 +101,7 @@ def _distinct_topics(topics: list[str]) -> list[str]:
 
 
 def _kafka(value: Any) -> dict[str, str] | None:
-    if not isinstance(value, dict):  # only a given `kafka:` is checked; absent, config.py's default
+    if not isinstance(value, dict):  # only a given `kafka:` is checked; absent, config/pipeline.py's default
         raise problem("give a mapping of librdkafka settings")
     settings: dict[str, str] = {}
     for k, v in value.items():
@@ -270,7 +270,7 @@ def _reader_schema_file(value: Any, handler: Any, info: ValidationInfo, of: str,
 class RegistrySection(_Section):
     """`value.schema_registry:` -- where writer schemas are looked up by id."""
 
-    # An Airflow connection (host, port, login, password) joined with the keys below (registry_conn.py).
+    # An Airflow connection (host, port, login, password) joined with the keys below (connections/registry.py).
     conn_id: Annotated[str | None, BeforeValidator(_conn_id)] = None
     url: Annotated[str | None, BeforeValidator(_url)] = Field(default=None, validate_default=True)
     username: str | None = None  # basic auth, e.g. ${SCHEMA_REGISTRY_USER}
@@ -379,7 +379,7 @@ KEY_FORMATS = ("raw", "string", "avro")
 
 class KeySection(_Section):
     """`key:` -- the kafka_key column: raw bytes (default, as before), UTF-8 text, or Avro in the
-    Schema Registry wire format decoded into the struct of `schema_file` (avro_key.py)."""
+    Schema Registry wire format decoded into the struct of `schema_file` (formats/avro_key.py)."""
 
     format: Annotated[str, _choice(KEY_FORMATS)] = "raw"
     # avro: the key's reader schema (kafka_key's struct), and writer schemas by id; the rest come
@@ -456,7 +456,7 @@ def _callback_path(value: Any) -> str | None:
 
 class AlertsSection(_Section):
     """`alerts:` -- the eos_alerts__<name> DAG: fail, and notify, when the lag passes a limit
-    (lag_alerts.py, docs/alerts.md)."""
+    (service/lag_alerts.py, docs/alerts.md)."""
 
     max_lag_records: Annotated[int | None, BeforeValidator(_lag_limit)] = None
     max_lag_seconds: Annotated[int | None, BeforeValidator(_lag_limit)] = Field(

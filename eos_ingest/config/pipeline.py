@@ -108,13 +108,13 @@ class ValueConfig:
     registry: RegistrySettings | None = None
     # The .avsc files read (reader, then writers): a spark-submit ships them beside the pipeline file.
     schema_files: tuple[Path, ...] = ()
-    # What a field the schema lacks does: ignore | add_columns | fail (schema_evolution.py).
+    # What a field the schema lacks does: ignore | add_columns | fail (formats/schema_evolution.py).
     schema_evolution: str = "ignore"
 
 
 @dataclass(frozen=True)
 class MaintenanceConfig:
-    """OPTIMIZE + VACUUM of the tables (maintenance.py): the DAG's schedule (None: manual runs
+    """OPTIMIZE + VACUUM of the tables (storage/maintenance.py): the DAG's schedule (None: manual runs
     only) and the VACUUM retention in hours (None: Delta's 7 days, or more while a batch is planned)."""
 
     schedule: str | None = "@daily"
@@ -123,7 +123,7 @@ class MaintenanceConfig:
 
 @dataclass(frozen=True)
 class AlertsConfig:
-    """Lag limits (lag_alerts.py): a limit is passed when the lag in offsets, or the age in
+    """Lag limits (service/lag_alerts.py): a limit is passed when the lag in offsets, or the age in
     seconds of the oldest unread record, is above it (None: not checked). The eos_alerts__<name>
     DAG checks them on `schedule` and calls `on_failure_callback` (a dotted path) when it fails."""
 
@@ -179,7 +179,7 @@ class PipelineConfig:
     # True when the file has no `kafka:` section: its settings are then only the built-in default,
     # which an Airflow connection replaces (see airflow_conn.resolve_kafka_settings).
     kafka_is_default: bool = field(default=False, compare=False)
-    # Airflow connection of type aws whose access joins the AWS_* variables (aws_conn.py); None = none.
+    # Airflow connection of type aws whose access joins the AWS_* variables (connections/aws.py); None = none.
     aws_conn_id: str | None = field(default=None)
     metadata: MetadataConfig = field(default_factory=MetadataConfig)
     # The `maintenance:` block: the eos_maintain__<name> DAG's schedule and VACUUM retention;

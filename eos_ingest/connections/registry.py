@@ -1,7 +1,7 @@
 """Schema Registry url and credentials from an Airflow connection (``value.schema_registry.conn_id``).
 
 The connection is an HTTP-style one: host (with its scheme), port, login, password; its type is
-not checked (``http`` is the usual choice). One rule, as for Kafka (airflow_conn.py): the file's
+not checked (``http`` is the usual choice). One rule, as for Kafka (connections/kafka.py): the file's
 ``url``/``username``/``password`` and the connection's are joined, and one set in both to
 different values is refused, naming the key, the file and the connection.
 

@@ -2,14 +2,14 @@
 
 A value is the magic byte 0, a 4-byte big-endian schema id, then the Avro body written with that
 writer schema. The job collects the distinct ids of the batch (one small Spark job), resolves
-each once on the driver (schema_registry.py), checks each writer against the pipeline's reader
+each once on the driver (schema/registry.py), checks each writer against the pipeline's reader
 schema with Avro's own resolution rules (org.apache.avro.SchemaCompatibility, on Spark's JVM),
 and decodes every row with its writer schema and the reader schema
 (from_avro(body, writer, {"avroSchema": reader})), one CASE branch per id. A row whose value is
 not in the wire format, whose id is unknown or incompatible, or whose body does not decode
-(PERMISSIVE mode gives null) gets the reason in the error column: parser.py sends it to
+(PERMISSIVE mode gives null) gets the reason in the error column: formats/parser.py sends it to
 quarantine, so nothing is dropped. The key of key.format avro goes through the same steps
-(frame, batch_ids, check_writers, decode, failed), from avro_key.py.
+(frame, batch_ids, check_writers, decode, failed), from formats/avro_key.py.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def prepare(kafka_rows: DataFrame, config: PipelineConfig, table_extra: Columns)
     fields and the table's grown columns join it)."""
     declared = config.value.avro_schema
     registry = config.value.registry
-    assert declared is not None and registry is not None  # config.py fills both for avro
+    assert declared is not None and registry is not None  # config/pipeline.py fills both for avro
     framed = frame(kafka_rows, "value", _ID, _BODY)
     ids = batch_ids(framed, _ID)
     writers = schema_registry.resolve(registry, ids)
@@ -170,7 +170,7 @@ def parse(
 ) -> DataFrame:
     """The output columns of the batch's reader schema, `raw_value`, `error_column` and
     `unknown_column` (see parser.parse). `config` is the batch's (schema_evolution.Evolution);
-    `first_error`, when not null, is a row's reason before its value's (the key's, avro_key.py)."""
+    `first_error`, when not null, is a row's reason before its value's (the key's, formats/avro_key.py)."""
     from pyspark.sql import functions as F
 
     framed, value = batch.framed, F.col("value")

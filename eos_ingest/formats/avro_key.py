@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 def registry(config: PipelineConfig) -> schema_registry.RegistrySettings:
     """Where the key's writer schemas come from: key.writer_schemas, then the value's registry
-    (its url, credentials and connection, joined by registry_conn.py), if any."""
+    (its url, credentials and connection, joined by connections/registry.py), if any."""
     shared = config.value.registry or schema_registry.RegistrySettings()
     return dataclasses.replace(shared, files=dict(config.metadata.key_writer_schemas))
 
@@ -42,7 +42,7 @@ def decode(kafka_rows: DataFrame, config: PipelineConfig) -> DataFrame:
     from pyspark.sql import functions as F
 
     reader = config.metadata.key_schema
-    assert reader is not None  # config.py fills it for key.format avro
+    assert reader is not None  # config/pipeline.py fills it for key.format avro
     framed = avro_decode.frame(kafka_rows, "key", KEY_ID, KEY_BODY)
     ids = avro_decode.batch_ids(framed, KEY_ID)
     writers = schema_registry.resolve(registry(config), ids)

@@ -1,8 +1,8 @@
 """value.schema_evolution's rules, without Spark: the policies, which names may become columns,
 and the Avro reader schema of a batch (the declared one, widened under add_columns).
 
-Apart from schema_evolution.py so that avro_decode.py (which builds a batch's reader with
-avro_reader) and schema_evolution.py (which prepares a batch with avro_decode) do not import
+Apart from formats/schema_evolution.py so that formats/avro_decode.py (which builds a batch's reader with
+avro_reader) and formats/schema_evolution.py (which prepares a batch with avro_decode) do not import
 each other: both import these rules, and schema_evolution imports avro_decode.
 """
 

@@ -1,6 +1,6 @@
 """How many committed records Kafka holds in given offset spans: the gate's independent count.
 
-Counted from the record-batch headers of raw read_committed fetches (header_counts.py, through
+Counted from the record-batch headers of raw read_committed fetches (kafka/header_counts.py, through
 kafka-python), which costs a fraction of decoding every record. Where that cannot answer (a kafka
 setting kafka-python cannot honour, an old message format, an edge batch in a codec missing
 here), a plain confluent-kafka consumer with isolation.level=read_committed counts record by

@@ -1,6 +1,6 @@
 """Committed records in offset spans, counted from Kafka's record-batch headers, not the records.
 
-The gate's independent count (committed_counts.py) used to decode every record into a Python
+The gate's independent count (kafka/committed_counts.py) used to decode every record into a Python
 object: about 7 s of a core per 1M records, on a machine whose cores Spark's read needs. A v2
 record batch says in its header how many records it holds (recordsCount), which offsets it spans
 (baseOffset, lastOffsetDelta), whether it is transactional or a control batch, and which producer

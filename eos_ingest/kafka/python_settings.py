@@ -1,7 +1,7 @@
-"""A pipeline's librdkafka settings as kafka-python's client options (for header_counts.py).
+"""A pipeline's librdkafka settings as kafka-python's client options (for kafka/header_counts.py).
 
 The gate's header-only count talks to Kafka through kafka-python, the rest of eos-ingest through
-librdkafka. Unlike kafka_java.py (Spark's source), a setting without a translation here is not an
+librdkafka. Unlike kafka/java_settings.py (Spark's source), a setting without a translation here is not an
 error: the count then falls back to the librdkafka consumer, which reads the settings as they are.
 So no setting is ever dropped silently (a dropped ``ssl.*`` key could mean an unverified
 connection): each is translated, or known to change nothing for a read, or the fallback is taken.

@@ -3,8 +3,8 @@ before anything is written or committed; a failed critical expectation fails the
 
 The rows + quarantined rows must equal the records Kafka holds in the batch's ranges, counted by a
 plain read_committed consumer (start_recount: independent of Spark's read, and beside it). The
-GX context and checkpoint: gx_context.py; the report: quality_report.py; the audit after the
-commit: audit.py. See docs/quality.md.
+GX context and checkpoint: quality/context.py; the report: quality/report.py; the audit after the
+commit: quality/audit.py. See docs/quality.md.
 """
 
 from __future__ import annotations

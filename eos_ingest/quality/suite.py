@@ -44,7 +44,7 @@ EXPECTED_ROWS = "eos_expected_output_rows"
 # of the check; everything else (column, min_value, row_condition, ...) is passed through.
 _NOT_ARGUMENTS = ("type",)
 _EXAMPLES = 3
-# Imported by GX for its KL-divergence and KS-test expectations and their charts (deferred_modules.py).
+# Imported by GX for its KL-divergence and KS-test expectations and their charts (quality/deferred_modules.py).
 GX_DEFERRED_MODULES = ("scipy.stats", "altair")
 
 

@@ -20,7 +20,7 @@ RESERVED_COLUMNS = frozenset({"kafka_topic", "kafka_partition", "kafka_offset", 
 
 CORRUPT_RECORD = "_eos_corrupt_record"
 PARSE_ERROR = "_eos_error"
-# The fields of a good row that the schema does not read (null when none): schema_evolution.py.
+# The fields of a good row that the schema does not read (null when none): formats/schema_evolution.py.
 UNKNOWN_FIELDS = "_eos_unknown_fields"
 # key.format avro: a quarantined record whose key did not decode keeps the key's bytes here.
 RAW_KEY = "raw_key"

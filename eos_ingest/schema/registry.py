@@ -28,7 +28,9 @@ class RegistrySettings:
     username: str | None = field(default=None, repr=False)
     password: str | None = field(default=None, repr=False)
     timeout_seconds: float = 10.0
-    conn_id: str | None = None  # an Airflow connection that gives url/username/password (registry_conn.py)
+    conn_id: str | None = (
+        None  # an Airflow connection that gives url/username/password (connections/registry.py)
+    )
     # Writer schemas given as files (JSON text by schema id): used before the registry.
     files: Mapping[int, str] = field(default_factory=dict, hash=False)
 

@@ -1,6 +1,6 @@
 """Lag and freshness alerts: a pipeline's lag against the limits of its ``alerts:`` block.
 
-The figures are status.py's (the one implementation of lag): per partition the lag in offsets
+The figures are service/status.py's (the one implementation of lag): per partition the lag in offsets
 (LSO - committed offset, status.partition_status) and the age of the oldest unread record
 (status.oldest_unread). A limit is *passed* when a figure is above it:
 
@@ -11,7 +11,7 @@ The figures are status.py's (the one implementation of lag): per partition the l
 The lag counts offsets, so transaction markers and aborted records are included (an upper bound
 of the records, as on the page). Pure evaluation (evaluate) is apart from the reads (check_lag),
 so the rules are tested without a broker. No Airflow import: the CLI (``eos-ingest check-lag``)
-and the eos_alerts__<name> DAG (airflow_alerts.py) both call operations.check_lag.
+and the eos_alerts__<name> DAG (airflow/alerts.py) both call operations.check_lag.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def check_lag(
     read_offsets: Callable[[], list[PartitionOffsets]] | None = None,
     now: datetime | None = None,
 ) -> LagCheck:
-    """Read the lag as status.py does (offsets with the planner's retries: a broker that does not
+    """Read the lag as service/status.py does (offsets with the planner's retries: a broker that does not
     answer raises KafkaUnavailableError) and evaluate `limits`.
 
     A check whose age limit could not be checked, and passes no limit otherwise, raises

@@ -50,7 +50,7 @@ def plan_batch(
     abandoned and a new batch planned from the log start.
 
     A table with a Delta feature the staged replace cannot keep its guarantees on (deletion
-    vectors, column mapping, ...: table_features.py) is refused first, with ConfigError."""
+    vectors, column mapping, ...: storage/table_features.py) is refused first, with ConfigError."""
     check_tables(config)
     snapshot = fetch_snapshot(config.kafka_settings, config.topics)
     offsets = snapshot.offsets
@@ -74,7 +74,7 @@ def plan_batch(
 
 def check_tables(config: PipelineConfig) -> None:
     """ConfigError naming the table, the feature and the fix when the table or the quarantine
-    table has a Delta feature a batch's staged replace refuses (table_features.py)."""
+    table has a Delta feature a batch's staged replace refuses (storage/table_features.py)."""
     from eos_ingest.storage import table_features
 
     for location in (config.output_path, config.quarantine_path):
@@ -195,7 +195,7 @@ def record_backfill(
     """Check a backfill request (backfill.PARAM_KEYS) and record its planned batch.
 
     An invalid request raises BackfillRangeError or ConfigError before anything is written; so
-    does a table with a Delta feature the staged replace refuses (table_features.py).
+    does a table with a Delta feature the staged replace refuses (storage/table_features.py).
     """
     request = parse_request(params, config.topics)
     check_tables(config)

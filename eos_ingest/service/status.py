@@ -67,7 +67,7 @@ log = logging.getLogger(__name__)
 KAFKA_TIMEOUT_S = 5.0
 # And this long for the records at the committed offsets (the age of the lag), once, after that.
 RECORD_TIMEOUT_S = 3.0
-_NAME = re.compile(r"[a-z0-9_]+")  # config.py's rule for pipeline names; it also stops "../x"
+_NAME = re.compile(r"[a-z0-9_]+")  # config/pipeline.py's rule for pipeline names; it also stops "../x"
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def pipeline_status(
             "pipeline": config.name,
             "topics": list(config.topics),
             "schedule": config.schedule,
-            # The `alerts:` limits the eos_alerts__<name> DAG checks (lag_alerts.py); None: no alerts.
+            # The `alerts:` limits the eos_alerts__<name> DAG checks (service/lag_alerts.py); None: no alerts.
             "alerts": None if config.alerts is None else asdict(config.alerts),
             "start_from": config.start_from,
             "max_records_per_partition": config.max_records_per_partition,
@@ -186,7 +186,7 @@ def pipeline_status(
             "partitions": partitions,
             "batches": [batch_status(b) for b in recent],
             "page": page,
-            # Per table: file count, bytes and the last OPTIMIZE / VACUUM (maintenance.py).
+            # Per table: file count, bytes and the last OPTIMIZE / VACUUM (storage/maintenance.py).
             "tables": table_maintenance_status(config),
         }
     )
@@ -400,8 +400,8 @@ def data_docs_root() -> Path:
 
     The GX context lives in <state folder>/gx and its site (eos_ingest/expectations/great_expectations.yml,
     ``base_directory: data_docs/``) in its data_docs/ folder. Only the site is served, not the
-    suites and raw validation results beside it. gx_context.py is read at call time, not imported
-    at module load, so this module stays light and follows gx_context.py if the folder moves.
+    suites and raw validation results beside it. quality/context.py is read at call time, not imported
+    at module load, so this module stays light and follows quality/context.py if the folder moves.
     """
     try:
         quality = importlib.import_module("eos_ingest.quality.context")

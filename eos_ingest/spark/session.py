@@ -79,7 +79,7 @@ def local_jars(jars_dir: Path | None = None, *, object_storage: bool = False) ->
 
 def session_conf(master: str | None = None, *, object_storage: bool = False) -> dict[str, str]:
     """Every Spark setting a job needs; local settings are added for local masters, and the s3a
-    jars and Delta's commit coordinator for a pipeline with s3a tables (object_storage.py)."""
+    jars and Delta's commit coordinator for a pipeline with s3a tables (storage/object_stores.py)."""
     conf = {"spark.jars": ",".join(local_jars(object_storage=object_storage)), **DELTA_CONF}
     if object_storage:
         conf.update(LOG_STORE_CONF)

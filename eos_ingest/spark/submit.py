@@ -35,7 +35,7 @@ def job_conf(master: str, *, object_storage: bool = False) -> dict[str, str]:
     if master.startswith("local"):
         conf.update(LOCAL_CONF)
         # The driver is this machine's JVM: it maps the classes of `make setup`'s archive (seconds
-        # of class loading per start; class_archive.py). Without one it starts as before.
+        # of class loading per start; spark/class_archive.py). Without one it starts as before.
         archive = class_archive.java_options()
         options = [LOCAL_DRIVER_JAVA_OPTIONS, *([archive] if archive else [])]
         conf["spark.driver.extraJavaOptions"] = " ".join(options)

@@ -163,7 +163,7 @@ def stage(
     txn: Txn | None = None,
     merge_schema: bool = False,
 ) -> StagedReplace:
-    """Write the files of replace_ranges(rows, ...) without committing them (staged_write.py);
+    """Write the files of replace_ranges(rows, ...) without committing them (storage/staged_write.py);
     hand the result to replace_ranges(staged=...) after the gate, or abort() it.
 
     A row outside `ranges` fails here as it fails replace_ranges, with a WriteError; any other

@@ -1,7 +1,7 @@
 """The gate's count from record-batch headers, on real bytes from the real broker.
 
 Each test produces transactions (committed and aborted, by producers whose batches interleave,
-compressed or not) and counts the same spans twice: from the batch headers (header_counts.py)
+compressed or not) and counts the same spans twice: from the batch headers (kafka/header_counts.py)
 and record by record with librdkafka's read_committed consumer (the count as it was). They must
 agree, and equal the committed records the test produced.
 """

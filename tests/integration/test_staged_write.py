@@ -1,4 +1,4 @@
-"""The staged replace (staged_write.py): the table's files are written in the batch's one pass
+"""The staged replace (storage/staged_write.py): the table's files are written in the batch's one pass
 and committed only after the gate. Until the commit no reader sees them (Spark nor delta-rs), an
 abort deletes them, a kill leaves the table as it was and the rerun lands once, a commit that loses
 to a concurrent writer is staged and checked anew, and an older fence stages nothing."""

@@ -1,4 +1,4 @@
-"""Delta table features against the staged replace (issue 31, item 2; table_features.py).
+"""Delta table features against the staged replace (issue 31, item 2; storage/table_features.py).
 
 Refused before anything is written, with one line naming the feature and the fix: deletion vectors
 (at plan time, in the job when set after the plan, and as a new table's session default), column

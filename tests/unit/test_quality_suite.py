@@ -75,7 +75,7 @@ def test_the_gx_project_config_keeps_generated_files_out_of_the_repo() -> None:
     directories = [s["store_backend"]["base_directory"] for s in config["stores"].values()]
     directories += [s["store_backend"]["base_directory"] for s in config["data_docs_sites"].values()]
 
-    # Relative, so under the context root <state folder>/gx where gx_context.py opens it.
+    # Relative, so under the context root <state folder>/gx where quality/context.py opens it.
     assert all(not Path(d).is_absolute() and ".." not in d for d in directories)
     assert config["analytics_enabled"] is False
     assert set(config["fluent_datasources"]["eos_spark"]["assets"]) == {"batch_rows"}
