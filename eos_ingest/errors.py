@@ -139,7 +139,7 @@ class ControlSchemaError(EosIngestError):
     """The control database holds a schema this eos-ingest cannot use (written by a newer version)."""
 
 
-# Exit codes of the CLI and of the Spark job alike (README, "Running a pipeline by hand").
+# Exit codes of the CLI and of the Spark job alike (docs/operations.md).
 EXIT_FAILED, EXIT_NEEDS_A_PERSON, EXIT_FENCED, EXIT_RETRIABLE = 1, 2, 3, 75
 # `eos-ingest check-lag`: the pipeline's lag passed a limit of its `alerts:` block (service/lag_alerts.py).
 EXIT_LAG_LIMIT = 4

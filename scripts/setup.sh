@@ -29,7 +29,7 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "uv==0.13.9"
   # Compiled at install, as pip does by default and uv does not: with PYTHONDONTWRITEBYTECODE set
   # (CI machines, containers) nothing is ever cached, and every process would compile what it
-  # imports; GX's import alone took 8.4 s of CPU instead of 3.9 s (README, "Performance").
+  # imports; GX's import alone took 8.4 s of CPU instead of 3.9 s (bench/HISTORY.md).
   "$VENV/bin/uv" pip sync -q --compile-bytecode --python "$VENV/bin/python" "$ROOT/requirements.lock"
   "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" --no-deps -e "$ROOT"
   echo "$want" > "$stamp"

@@ -1,5 +1,5 @@
 """The sequence of one planned batch: fence -> identity check -> read -> parse (and stage the
-table's files) -> gate -> write (commit the staged files) -> commit (README, "How exactly-once
+table's files) -> gate -> write (commit the staged files) -> commit (docs/exactly-once.md, "How exactly-once
 works", steps 2-7).
 
 run_fenced takes the fence and decides what a failure does to the batch; execute_batch runs the

@@ -1,6 +1,6 @@
 """The control store: committed offsets, batches and their ranges (SQLite or PostgreSQL, SQLAlchemy Core).
 
-It implements steps 1 (plan), 2 (fence) and 7 (commit) of the exactly-once protocol (README,
+It implements steps 1 (plan), 2 (fence) and 7 (commit) of the exactly-once protocol (docs/exactly-once.md,
 "How exactly-once works"): every state change is one short transaction guarded by a compare-and-set, so a
 retry, a zombie attempt or a second scheduler can never move offsets twice.
 """

@@ -1,4 +1,4 @@
-"""Exit codes by error class (README, "Running a pipeline by hand"): one table, every error."""
+"""Exit codes by error class (docs/operations.md): one table, every error."""
 
 from __future__ import annotations
 

@@ -137,14 +137,14 @@ def test_an_airflow_kafka_connection_gives_the_same_spark_options_and_librdkafka
 def test_the_readme_sasl_ssl_example_loads_and_translates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """README "Declaring a pipeline": the SASL_SSL block is a valid pipeline's kafka: section."""
-    readme = (paths.REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    """docs/pipelines.md: the SASL_SSL block is a valid pipeline's kafka: section."""
+    readme = (paths.REPO_ROOT / "docs" / "pipelines.md").read_text(encoding="utf-8")
     section = readme.split("**A SASL_SSL cluster with a private CA**", 1)[1]
     block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     kafka = yaml.safe_load(block)["kafka"]
     ca = tmp_path / "ca.pem"
     ca.write_text(CA)
-    kafka["ssl.ca.location"] = str(ca)  # the README's path does not exist here
+    kafka["ssl.ca.location"] = str(ca)  # the page's path does not exist here
     monkeypatch.setenv("KAFKA_PASSWORD", "pä-wörd")
     doc = {
         "name": "orders",

@@ -1,7 +1,7 @@
 """What a short process (`eos-ingest audit`) pays besides its work: GX's import and the exit.
 
 GX's import runs with the cyclic GC paused, and the command freezes the heap before the
-interpreter's shutdown collects it (README, "Performance"). No Spark, no broker."""
+interpreter's shutdown collects it (bench/HISTORY.md). No Spark, no broker."""
 
 from __future__ import annotations
 
