@@ -5,7 +5,7 @@ export EOS_STATE_DIR ?= $(ROOT)/.state
 VENV := $(ROOT)/.venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup stack-up stack-down spark-up spark-down lint test test-unit bench chaos clean lock
+.PHONY: setup stack-up stack-down spark-up spark-down lint docs test test-unit bench chaos clean lock
 
 setup:
 	@scripts/setup.sh
@@ -28,6 +28,11 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy eos_ingest dags
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mkdocs build --strict --quiet
+
+# The docs as a site (README.md as its home page) in .state/site; `make lint` builds it with --strict.
+docs: setup
+	$(VENV)/bin/mkdocs build --strict
 
 # The whole suite: unit, integration (real broker, Spark, Delta, SQLite, PostgreSQL) and e2e.
 # Prints the 25 slowest tests. EOS_LONG_TESTS=1 runs the long variants of tests that keep a short
