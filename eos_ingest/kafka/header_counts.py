@@ -41,7 +41,7 @@ from eos_ingest.kafka.python_net import ConnectionManager
 Spans = Mapping[tuple[str, int], Sequence[tuple[int, int]]]
 
 # kafka-python logs every failed connect at ERROR; a broker that does not answer is reported once,
-# by the caller's KafkaUnavailableError, as for librdkafka's log (kafka_offsets._QuietLibrdkafkaLog).
+# by the caller's KafkaUnavailableError, as for librdkafka's log (kafka/admin.py, QuietLibrdkafkaLog).
 # Its lines go to _RefusalWatch only, never on to the application's handlers.
 _KAFKA_LOG = logging.getLogger("kafka")
 _KAFKA_LOG.propagate = False

@@ -7,17 +7,11 @@ fixed at plan time.
 
 from __future__ import annotations
 
-import logging
-import re
-import time
-import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from confluent_kafka import (
-    TIMESTAMP_NOT_AVAILABLE,
-    Consumer,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -25,197 +19,11 @@ from confluent_kafka import (
 )
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
-from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception
 
-from eos_ingest.errors import KafkaAccessError, KafkaUnavailableError, TopicNotFoundError
-from eos_ingest.kafka import clients as librdkafka_clients
+from eos_ingest.errors import KafkaUnavailableError, TopicNotFoundError
+from eos_ingest.kafka.admin import TRANSIENT_ERRORS, admin_client, topic_problems, watched_admin, with_retries
 from eos_ingest.plan.identity import KafkaIdentity
 from eos_ingest.plan.ranges import PartitionOffsets
-from eos_ingest.redact import redact_text
-
-T = TypeVar("T")
-# The least time an attempt is started with: no retry begins with less left before the deadline.
-_LAST_TRY_S = 0.5
-# Errors that mean "the cluster did not answer (yet)", worth a bounded retry.
-_TRANSIENT = {
-    KafkaError._TRANSPORT,
-    KafkaError._TIMED_OUT,
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.NETWORK_EXCEPTION,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    # A broker restarted: its partitions' leader epochs catch up with the clients' in moments.
-    KafkaError.UNKNOWN_LEADER_EPOCH,
-    KafkaError.FENCED_LEADER_EPOCH,
-}
-
-
-# librdkafka's FAIL log lines that mean "the broker refused these settings", not "no answer yet":
-# (pattern, what to tell the user). A retry cannot fix them, so they end the retries at once.
-_REFUSALS = (
-    (
-        re.compile(r"SASL authentication error: (?P<cause>[^(]*)"),
-        "SASL authentication failed ({cause}); check sasl.username, sasl.password and sasl.mechanism",
-    ),
-    (
-        # "SSL handshake failed: error:0A000086:SSL routines::certificate verify failed: broker ..."
-        re.compile(r"SSL handshake failed: (?P<cause>.*?)(?:: broker certificate|, verify that| \(after|$)"),
-        "the TLS handshake failed ({cause}); check that ssl.ca.location is the CA that signed the "
-        "broker's certificate and that the address matches that certificate",
-    ),
-    (
-        # A TLS listener closes the connection on a plaintext client's first request.
-        re.compile(r"Disconnected: connection closed by peer.*in state APIVERSION_QUERY"),
-        "the broker closed the connection on the first request, as a TLS listener does to a plaintext "
-        "client; check security.protocol (SSL or SASL_SSL) and the port",
-    ),
-)
-# A plaintext client's disconnects can also be a broker going down: only repeated ones count.
-_PLAINTEXT_ON_TLS_REPEATS = 3
-
-
-class _QuietLibrdkafkaLog:
-    """librdkafka's own log lines (e.g. "%3|...|FAIL|rdkafka#..." per failed connect) go to Python
-    logging at DEBUG, never raw to stderr: an unreachable broker is reported once, by our error.
-
-    It also remembers the first line that shows the broker refused the settings (`refusal`), so the
-    caller can stop retrying and say why in one line."""
-
-    _log = logging.getLogger("eos_ingest.librdkafka")
-
-    def __init__(self) -> None:
-        self.refusal: str | None = None
-        self._disconnects = 0
-
-    def log(self, level: int, msg: str, *args: object) -> None:
-        # A `debug: conf` dump or a SASL error may quote a setting: redacted like every echo.
-        text = redact_text(msg % args if args else msg)
-        self._log.debug("%s", text)
-        if self.refusal is None and "FAIL" in text:
-            self.refusal = self._refusal(text)
-
-    def _refusal(self, text: str) -> str | None:
-        for index, (pattern, told) in enumerate(_REFUSALS):
-            found = pattern.search(text)
-            if found is None:
-                continue
-            if index == len(_REFUSALS) - 1:
-                self._disconnects += 1
-                if self._disconnects < _PLAINTEXT_ON_TLS_REPEATS:
-                    return None
-            return told.format(cause=found.groupdict().get("cause", "").strip())
-        return None
-
-
-@dataclass
-class _Admin:
-    """An AdminClient and the log watcher that knows whether the broker refused its settings."""
-
-    client: AdminClient
-    watch: _QuietLibrdkafkaLog
-
-    def refusal(self) -> str | None:
-        self.client.poll(0)  # serves the queued log lines to the watcher
-        return self.watch.refusal
-
-
-def admin_client(kafka_settings: Mapping[str, str], timeout_s: float = 15.0) -> AdminClient:
-    """An AdminClient whose requests give up after `timeout_s` instead of librdkafka's minutes."""
-    return _watched_admin(kafka_settings, timeout_s).client
-
-
-def _watched_admin(kafka_settings: Mapping[str, str], timeout_s: float) -> _Admin:
-    watch = _QuietLibrdkafkaLog()
-    conf: dict[str, Any] = {"socket.timeout.ms": int(timeout_s * 1000), **kafka_settings}
-    conf.setdefault("logger", watch)
-    return _Admin(librdkafka_clients.build(AdminClient, conf), watch)
-
-
-def transient(exc: BaseException) -> bool:
-    """A KafkaException whose KafkaError means "the cluster did not answer (yet)"."""
-    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-    return isinstance(error, KafkaError) and error.code() in _TRANSIENT
-
-
-def with_retries(
-    what: str,
-    bootstrap: str,
-    call: Callable[[float], T],
-    deadline_s: float,
-    backoff_s: float,
-    max_attempts: int | None = None,
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-    refusal: Callable[[], str | None] | None = None,
-) -> T:
-    """call(seconds left) until it succeeds or raises a non-transient error (raised as it is).
-
-    All within deadline_s in total (and at most max_attempts), so an unreachable broker fails in
-    deadline_s, not a sum of timeouts. Back-off backoff_s, then twice that, ..., cut short so the
-    next attempt still has half a second before the deadline; the retries stop when less than that
-    is left, so every sleep is followed by an attempt and the last attempt by none. Then
-    KafkaUnavailableError naming the broker and the cause.
-
-    `refusal` (see _Admin.refusal) tells a broker that answered but refused the settings (wrong
-    password, unknown CA, plaintext on a TLS port) from one that did not answer: its failures are
-    not retried but raised at once as KafkaAccessError saying what to check.
-    """
-    end = time.monotonic() + deadline_s
-
-    def attempt(left_s: float) -> T:
-        try:
-            return call(left_s)
-        except KafkaException:
-            refused = refusal() if refusal is not None else None
-            if refused is not None:
-                raise KafkaAccessError(
-                    f"Kafka at {bootstrap} refused the connection while {what}: {refused}; "
-                    "the batch is unchanged."
-                ) from None
-            raise
-
-    def left() -> float:
-        return end - time.monotonic()
-
-    def backoff(state: RetryCallState) -> float:
-        return max(0.0, min(backoff_s * 2 ** (state.attempt_number - 1), left() - _LAST_TRY_S))
-
-    def stop(state: RetryCallState) -> bool:
-        out_of_attempts = max_attempts is not None and state.attempt_number >= max_attempts
-        return out_of_attempts or left() < _LAST_TRY_S
-
-    retrying = Retrying(stop=stop, wait=backoff, retry=retry_if_exception(transient), sleep=sleep)
-    try:
-        return retrying(lambda: attempt(max(left(), _LAST_TRY_S)))
-    except RetryError as exc:
-        attempts = exc.last_attempt.attempt_number
-        last = exc.last_attempt.exception()
-    error = last.args[0] if last is not None and last.args else last
-    reason = error.str() if isinstance(error, KafkaError) else last
-    raise KafkaUnavailableError(
-        f"Kafka at {bootstrap} did not answer while {what} ({attempts} attempt(s) in {deadline_s - left():.0f} s: "
-        f"{reason}); the batch is unchanged. Check that the broker is up and reachable from here and "
-        "that bootstrap.servers is right, then run again."
-    )
-
-
-def topic_problems(
-    topics: Sequence[str], errors: Mapping[str, KafkaError | None]
-) -> tuple[list[str], KafkaError | None]:
-    """(missing topics, first other metadata error) from each listed topic's metadata error.
-
-    Only a topic absent from the metadata or reported UNKNOWN_TOPIC_OR_PART is missing; any other
-    error (LEADER_NOT_AVAILABLE for a topic just created or a broker restarting, ...) is not proof
-    that the topic is gone, so the caller retries it."""
-    missing = [t for t in topics if t not in errors or _code(errors[t]) == KafkaError.UNKNOWN_TOPIC_OR_PART]
-    other = next((errors[t] for t in topics if t not in missing and errors[t] is not None), None)
-    return missing, other
-
-
-def _code(error: KafkaError | None) -> int | None:
-    return None if error is None else error.code()
 
 
 def discover_partitions(admin: AdminClient, topics: Sequence[str], timeout_s: float = 15.0) -> dict[str, int]:
@@ -228,7 +36,7 @@ def discover_partitions(admin: AdminClient, topics: Sequence[str], timeout_s: fl
             f"topic(s) {', '.join(missing)} do not exist on the cluster; create them or fix 'topics' in the pipeline config"
         )
     if other is not None:
-        if other.code() not in _TRANSIENT:
+        if other.code() not in TRANSIENT_ERRORS:
             # Retried like a transport error: the topic exists, its metadata is not usable yet.
             other = KafkaError(KafkaError.LEADER_NOT_AVAILABLE, f"topic metadata error: {other.str()}")
         raise KafkaException(other)
@@ -256,7 +64,7 @@ def fetch_partition_offsets(
     Transient errors are retried for deadline_s in total (at most `attempts` times when given),
     then KafkaUnavailableError."""
     bootstrap = str(kafka_settings.get("bootstrap.servers", "?"))
-    watched = _watched_admin(kafka_settings, timeout_s)
+    watched = watched_admin(kafka_settings, timeout_s)
     admin = watched.client
 
     def fetch(left_s: float) -> list[PartitionOffsets]:
@@ -354,7 +162,7 @@ def fetch_identity(
     """The cluster id (describe_cluster) and each topic's id (describe_topics), retried for
     deadline_s in total, then KafkaUnavailableError."""
     bootstrap = str(kafka_settings.get("bootstrap.servers", "?"))
-    watched = _watched_admin(kafka_settings, timeout_s)
+    watched = watched_admin(kafka_settings, timeout_s)
     return with_retries(
         "reading the cluster and topic ids",
         bootstrap,
@@ -392,78 +200,3 @@ def fetch_snapshot(
         f"Kafka at {bootstrap}: the ids of topic(s) {', '.join(topics)} changed while their offsets were read "
         f"({attempts} attempts); a topic is being deleted and recreated. Run again once it is stable."
     )
-
-
-# -- the oldest unread record: how old the lag is ---------------------------------------------------
-
-
-def first_record_timestamps(
-    kafka_settings: Mapping[str, str], positions: Mapping[tuple[str, int], int], timeout_s: float = 3.0
-) -> dict[tuple[str, int], int | None]:
-    """Per (topic, partition), the timestamp (ms since the epoch) of the first committed record at
-    or after its position, read in one pass over every partition, within `timeout_s` in total.
-
-    What "the age of the oldest unread record" needs: the position is the committed offset, and a
-    transaction marker or an aborted record there is skipped as the pipeline's read skips it
-    (read_committed). None for a partition that reached the end of its log first (nothing
-    committed past the position yet) or whose record has no timestamp; a partition that did not
-    answer within `timeout_s` is left out (unknown). A broker that answers for no partition at all
-    is KafkaUnavailableError.
-    """
-    bootstrap = str(kafka_settings.get("bootstrap.servers", "?"))
-    found: dict[tuple[str, int], int | None] = {}
-    if not positions:
-        return found
-    watch = _QuietLibrdkafkaLog()
-    consumer = librdkafka_clients.build(
-        Consumer,
-        {
-            # A partition with nothing past its position answers (end of log) after this long.
-            "fetch.wait.max.ms": 10,
-            # One record per partition is wanted: small fetches, not the default 1 MiB each.
-            "max.partition.fetch.bytes": 4096,
-            "socket.timeout.ms": max(int(timeout_s * 1000), 1000),
-            "logger": watch,
-            **kafka_settings,
-            "group.id": f"eos-ingest-status-{uuid.uuid4().hex}",  # assigned, never committed
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "latest",
-        },
-    )
-    answered = False
-    try:
-        consumer.assign([KafkaTopicPartition(t, p, offset) for (t, p), offset in positions.items()])
-        waiting = set(positions)
-        deadline = time.monotonic() + timeout_s
-        while waiting and (left := deadline - time.monotonic()) > 0:
-            # Short waits: consume() returns at its timeout, not when the last partition answered.
-            for message in consumer.consume(num_messages=1000, timeout=min(left, 0.05)):
-                tp = (message.topic(), message.partition())
-                error = message.error()
-                if error is not None and error.code() != KafkaError._PARTITION_EOF:
-                    if error.code() == KafkaError._ALL_BROKERS_DOWN and not answered:
-                        break  # no broker can be reached: unknown now, not after the timeout
-                    if error.code() not in _TRANSIENT:
-                        raise KafkaException(error)
-                    continue
-                answered = True
-                if tp not in waiting:
-                    continue
-                waiting.discard(tp)
-                found[tp] = None
-                if error is None:
-                    kind, stamp = message.timestamp()
-                    found[tp] = stamp if kind != TIMESTAMP_NOT_AVAILABLE and stamp >= 0 else None
-                # Not paused: a pause changes the fetch session (a round trip more, measured
-                # 0.2-0.4 s); later records of the partition are small fetches, ignored.
-    finally:
-        consumer.close()
-    if not answered:
-        refused = watch.refusal
-        raise KafkaUnavailableError(
-            f"Kafka at {bootstrap} did not answer in {timeout_s:g} s while reading the oldest unread "
-            f"records{': ' + refused if refused else ''}"
-        )
-    return found

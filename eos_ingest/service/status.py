@@ -41,7 +41,8 @@ from eos_ingest import paths
 from eos_ingest.config.pipeline import PipelineConfig, default_pipelines_dir, load_pipeline
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError
-from eos_ingest.kafka.offsets import fetch_partition_offsets, first_record_timestamps
+from eos_ingest.kafka.offsets import fetch_partition_offsets
+from eos_ingest.kafka.timestamps import first_record_timestamps
 from eos_ingest.plan.ranges import PartitionOffsets, TopicPartition
 from eos_ingest.redact import redact_text, redact_tree, secrets_of
 from eos_ingest.storage.maintenance import table_maintenance_status

@@ -13,8 +13,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from eos_ingest.errors import EXIT_RETRIABLE, KafkaUnavailableError, exit_code
+from eos_ingest.kafka.admin import transient
 from eos_ingest.kafka.committed_counts import read_committed_counts
-from eos_ingest.kafka.offsets import transient
 
 
 def closed_port() -> int:

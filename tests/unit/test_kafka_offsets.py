@@ -8,8 +8,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from eos_ingest.errors import KafkaAccessError, KafkaUnavailableError
-from eos_ingest.kafka import offsets as kafka_offsets
-from eos_ingest.kafka.offsets import topic_problems, with_retries
+from eos_ingest.kafka import admin as kafka_admin
+from eos_ingest.kafka.admin import topic_problems, with_retries
 
 UNKNOWN = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
 NO_LEADER = KafkaError(KafkaError.LEADER_NOT_AVAILABLE)
@@ -138,7 +138,7 @@ _DOWN_FAIL = (
 def test_librdkafka_lines_that_mean_the_broker_refused_the_settings(
     lines: list[str], told: str | None
 ) -> None:
-    watch = kafka_offsets._QuietLibrdkafkaLog()
+    watch = kafka_admin.QuietLibrdkafkaLog()
     for line in lines:
         watch.log(3, line)
     if told is None:
@@ -157,7 +157,7 @@ def test_a_refusal_ends_the_retries_at_once_with_a_kafka_access_error() -> None:
     with pytest.raises(
         KafkaAccessError, match="refused the connection while testing: nope; the batch is unchanged"
     ):
-        kafka_offsets.with_retries(
+        kafka_admin.with_retries(
             "testing", "b:1", call, 30.0, 1.0, sleep=lambda s: None, refusal=lambda: "nope"
         )
     assert len(calls) == 1

@@ -35,7 +35,7 @@ from eos_ingest.airflow import dags as airflow_dags
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import ConfigError, KafkaUnavailableError
-from eos_ingest.kafka.offsets import _QuietLibrdkafkaLog
+from eos_ingest.kafka.admin import QuietLibrdkafkaLog
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 from eos_ingest.service import operations, status
 from tests.fixtures import page_users
@@ -232,7 +232,7 @@ def test_task_errors_and_logs_show_no_secret(canary: str, caplog: pytest.LogCapt
     assert "sasl.username': 'svc'" in log and "kafka://svc:***@b:9092" in log
     assert_no_canary(log, "a task's traceback", canary)
     caplog.set_level(logging.DEBUG)
-    _QuietLibrdkafkaLog().log(7, "CONF|rdkafka#consumer-1| %s", message)
+    QuietLibrdkafkaLog().log(7, "CONF|rdkafka#consumer-1| %s", message)
     (record,) = caplog.records
     assert "sasl.username" in record.getMessage()
     assert_no_canary(record.getMessage(), "librdkafka's log line", canary)
