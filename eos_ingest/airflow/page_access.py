@@ -6,7 +6,7 @@ read (GET) both of its DAGs (eos_ingest.airflow.dag_ids). The auth manager decid
 SimpleAuthManager lets every role read every DAG; the FAB auth manager grants a role read on all
 DAGs or on `DAG:<dag id>` resources (docs/ui.md, "Permissions").
 
-The Data Docs site is one folder for every pipeline (eos_ingest.service.status.data_docs_root); a file
+The Data Docs site is one folder for every pipeline (eos_ingest.quality.data_docs.data_docs_root); a file
 belongs to the pipeline whose suite it shows: `expectations/<name>.html` and
 `validations/<name>/...`. Its shared assets (`static/`) are for any logged-in user; every other
 file (the site's home page lists every suite and run) needs every pipeline that the site shows.

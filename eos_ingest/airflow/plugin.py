@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import jinja2
     from fastapi import FastAPI
 
-    from eos_ingest.service.status import PipelineFile
+    from eos_ingest.config.files import PipelineFile
 
 URL_PREFIX = "/eos-ingest"
 BATCHES_SHOWN = 20
@@ -59,9 +59,10 @@ def build_app() -> FastAPI:
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     from eos_ingest.airflow.page_access import request_access
+    from eos_ingest.config import files as pipeline_files
     from eos_ingest.errors import ConfigError
+    from eos_ingest.quality.data_docs import data_docs_root, resolve_data_docs_file
     from eos_ingest.redact import redact_tree
-    from eos_ingest.service import status
 
     require_user = requires_authenticated()
 
@@ -96,9 +97,9 @@ def build_app() -> FastAPI:
         if not access.may_read(name):
             raise HTTPException(403, forbidden_reason(name))
         try:
-            file = status.find_pipeline_file(name, pipelines_dir())
+            file = pipeline_files.find_pipeline_file(name, pipelines_dir())
             if file is None:
-                names = access.readable(f.name for f in status.list_pipeline_files(pipelines_dir()))
+                names = access.readable(f.name for f in pipeline_files.list_pipeline_files(pipelines_dir()))
                 raise HTTPException(404, f"no pipeline {name!r}; known: {', '.join(sorted(names)) or 'none'}")
         except ConfigError as exc:  # no pipelines folder
             raise HTTPException(404, str(exc)) from exc
@@ -109,14 +110,14 @@ def build_app() -> FastAPI:
 
     def data_docs_home(access: PipelineAccess) -> bool:
         """Whether to link the Data Docs home page: it exists and lists no pipeline hidden from the user."""
-        return status.resolve_data_docs_file("index.html") is not None and access.may_read_whole_site(
-            status.data_docs_root()
+        return resolve_data_docs_file("index.html") is not None and access.may_read_whole_site(
+            data_docs_root()
         )
 
     @app.get("/", response_class=HTMLResponse)
     async def index(access: PipelineAccess = access_dep) -> str:
         try:
-            files = await asyncio.to_thread(status.list_pipeline_files, pipelines_dir())
+            files = await asyncio.to_thread(pipeline_files.list_pipeline_files, pipelines_dir())
         except ConfigError as exc:
             return render("index.html", rows=[], error=str(exc), data_docs=False)
         readable = await asyncio.to_thread(access.readable, [f.name for f in files])
@@ -152,12 +153,12 @@ def build_app() -> FastAPI:
 
     @app.get("/data-docs/{path:path}")
     def data_docs(path: str, access: PipelineAccess = access_dep) -> FileResponse:  # sync: in a thread
-        path, root = path or "index.html", status.data_docs_root()
+        path, root = path or "index.html", data_docs_root()
         refused = HTTPException(403, f"you may not read the Data Docs page {path!r}: it shows a pipeline "
                                 "whose DAGs you may not read")  # fmt: skip
         if not access.may_read_data_docs(path, root):  # before the lookup: a 404 would tell it exists
             raise refused
-        file = status.resolve_data_docs_file(path)
+        file = resolve_data_docs_file(path)
         if file is None:
             raise HTTPException(404, f"no Data Docs page {path!r}")
         if not access.may_read_data_docs(file.relative_to(root).as_posix(), root):  # via a symlink

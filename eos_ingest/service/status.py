@@ -24,41 +24,32 @@ A status page must render while the broker is down: then the Kafka columns are e
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import UTC, datetime
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException
 
-from eos_ingest import paths
-from eos_ingest.config.pipeline import PipelineConfig, default_pipelines_dir, load_pipeline
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch, ControlStore
-from eos_ingest.errors import ConfigError, EosIngestError
+from eos_ingest.errors import EosIngestError
 from eos_ingest.kafka.offsets import fetch_partition_offsets
 from eos_ingest.kafka.timestamps import first_record_timestamps
 from eos_ingest.plan.ranges import PartitionOffsets, TopicPartition
+from eos_ingest.quality.data_docs import data_docs_relpath
 from eos_ingest.redact import redact_text, redact_tree, secrets_of
 from eos_ingest.storage.maintenance import table_maintenance_status
 
 __all__ = [
-    "PipelineFile",
     "batch_page",
     "batch_status",
-    "data_docs_relpath",
-    "data_docs_root",
-    "find_pipeline_file",
-    "list_pipeline_files",
     "oldest_unread",
     "partition_status",
     "pipeline_status",
-    "resolve_data_docs_file",
     "status_store",
 ]
 
@@ -68,41 +59,6 @@ log = logging.getLogger(__name__)
 KAFKA_TIMEOUT_S = 5.0
 # And this long for the records at the committed offsets (the age of the lag), once, after that.
 RECORD_TIMEOUT_S = 3.0
-_NAME = re.compile(r"[a-z0-9_]+")  # config/pipeline.py's rule for pipeline names; it also stops "../x"
-
-
-@dataclass(frozen=True)
-class PipelineFile:
-    """One ``pipelines/<name>.yaml``: its validated config, or the error that stops it loading."""
-
-    name: str
-    path: Path
-    config: PipelineConfig | None
-    error: str | None
-
-
-def _load(path: Path) -> PipelineFile:
-    try:
-        return PipelineFile(path.stem, path, load_pipeline(path), None)
-    except ConfigError as exc:
-        return PipelineFile(path.stem, path, None, str(exc))
-
-
-def list_pipeline_files(pipelines_dir: Path | None = None) -> list[PipelineFile]:
-    """Every ``*.yaml`` of the pipelines folder, sorted, each loaded on its own: a broken file
-    becomes an entry with its error instead of hiding the others. ConfigError if there is no folder."""
-    folder = pipelines_dir or default_pipelines_dir()
-    if not folder.is_dir():
-        raise ConfigError(f"pipelines folder {folder} does not exist; create it or set EOS_PIPELINES_DIR")
-    return [_load(p) for p in sorted(folder.glob("*.yaml"))]
-
-
-def find_pipeline_file(name: str, pipelines_dir: Path | None = None) -> PipelineFile | None:
-    """The pipeline file called ``name``, loaded; None when there is none (or the name is not one)."""
-    file = (pipelines_dir or default_pipelines_dir()) / f"{name}.yaml"
-    if not _NAME.fullmatch(name) or not file.is_file():
-        return None
-    return _load(file)
 
 
 @lru_cache(maxsize=32)
@@ -391,49 +347,3 @@ def _dq_summary(result_json: str | None) -> dict[str, Any]:
 
 def _as_list(value: Any) -> Iterable[Any]:
     return value if isinstance(value, list) else []
-
-
-# -- Data Docs -----------------------------------------------------------------------------------
-
-
-def data_docs_root() -> Path:
-    """The Data Docs site folder: eos_ingest.quality.context's, else <state folder>/gx/data_docs.
-
-    The GX context lives in <state folder>/gx and its site (eos_ingest/expectations/great_expectations.yml,
-    ``base_directory: data_docs/``) in its data_docs/ folder. Only the site is served, not the
-    suites and raw validation results beside it. quality/context.py is read at call time, not imported
-    at module load, so this module stays light and follows quality/context.py if the folder moves.
-    """
-    try:
-        quality = importlib.import_module("eos_ingest.quality.context")
-    except ImportError:
-        quality = None
-    index = getattr(quality, "data_docs_index", None)
-    if callable(index):
-        return Path(index()).resolve().parent
-    gx_root = getattr(quality, "gx_root", None)
-    root = Path(gx_root()) if callable(gx_root) else paths.state_dir() / "gx"
-    return (root / "data_docs").resolve()
-
-
-def data_docs_relpath(report_path: str | None) -> str | None:
-    """`report_path` relative to the Data Docs root (POSIX), or None when it lies elsewhere."""
-    if not report_path:
-        return None
-    try:
-        return Path(report_path).resolve().relative_to(data_docs_root()).as_posix()
-    except ValueError:
-        return None
-
-
-def resolve_data_docs_file(relpath: str) -> Path | None:
-    """The file at `relpath` under the Data Docs root, or None: a `..` part, an absolute path, a
-    symlink leading out of the root, a folder or a missing file are all None (a 404 for a server)."""
-    root = data_docs_root()
-    parts = Path(relpath).parts
-    if not relpath or Path(relpath).is_absolute() or ".." in parts or "\x00" in relpath:
-        return None
-    file = (root / relpath).resolve()
-    if not file.is_relative_to(root) or not file.is_file():
-        return None
-    return file

@@ -28,6 +28,7 @@ from fastapi.testclient import TestClient
 from eos_ingest import paths
 from eos_ingest.control.store import ControlStore
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
+from eos_ingest.quality import data_docs
 from eos_ingest.service import status
 from tests.fixtures import page_users
 from tests.fixtures.kafka import free_port
@@ -256,7 +257,7 @@ def test_missing_pipelines_folder_renders_the_error(
 
 
 def test_data_docs_serves_files_under_the_site_folder(client: TestClient, site: dict[str, Any]) -> None:
-    assert status.data_docs_root() == site["docs"].resolve()
+    assert data_docs.data_docs_root() == site["docs"].resolve()
     page = client.get("/data-docs/validations/demo/batch_1.html")
     assert page.status_code == 200 and page.text == "<html>batch 1 report</html>"
     assert page.headers["content-type"].startswith("text/html")
