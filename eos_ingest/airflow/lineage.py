@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from eos_ingest.config.pipeline import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.config.table_location import TableLocation, is_object_store
 
 
@@ -59,8 +59,6 @@ def operator_lineage(pipeline_file: str, run_config: PipelineConfig | None) -> A
     """
     from airflow.providers.common.compat.openlineage.facet import Dataset
     from airflow.providers.openlineage.extractors import OperatorLineage
-
-    from eos_ingest.config.pipeline import load_pipeline
 
     config = run_config or load_pipeline(pipeline_file)
     inputs, outputs = datasets(config, with_inputs=run_config is not None or brokers_in_file(config))

@@ -21,6 +21,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from eos_ingest.quality.context import gx_root
 from eos_ingest.quality.suite import import_gx
 
 import_gx()  # GX's classes are the bases below; the import is paused-GC and quiet
@@ -53,8 +54,6 @@ def template_cache_dir() -> Path:
     """Where compiled Data Docs templates are kept: <state folder>/gx/.jinja-cache. Jinja keys
     each entry by the template's name and source checksum, and writes it atomically, so a GX
     upgrade or several processes at once are safe."""
-    from eos_ingest.quality.context import gx_root
-
     folder = gx_root() / ".jinja-cache"
     folder.mkdir(parents=True, exist_ok=True)
     return folder

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import eos_ingest
 from eos_ingest import paths
+from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.errors import ConfigError
 from eos_ingest.spark import class_archive
 from eos_ingest.spark.session import (
@@ -99,8 +100,6 @@ def shipped(config_path: Path) -> dict[str, str]:
 
 def avro_schema_files(config_path: Path) -> list[Path]:
     """The schema files an Avro pipeline reads; they are shipped flat, so two of one name clash."""
-    from eos_ingest.config.pipeline import load_pipeline
-
     try:
         config = load_pipeline(config_path)
         files = list(dict.fromkeys((*config.value.schema_files, *config.metadata.key_schema_files)))

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eos_ingest.errors import ConfigError
+from eos_ingest.storage.object_stores import delta_rs_table
 
 if TYPE_CHECKING:
     from eos_ingest.config.table_location import TableLocation
@@ -86,8 +87,6 @@ def check(where: str, shape: TableShape) -> None:
 def check_location(location: TableLocation) -> None:
     """check() on the table's log as delta-rs reads it; nothing to check when there is no table."""
     from deltalake.exceptions import DeltaProtocolError
-
-    from eos_ingest.storage.object_stores import delta_rs_table
 
     try:
         table = delta_rs_table(location)
