@@ -35,10 +35,11 @@ docs: setup
 	$(VENV)/bin/mkdocs build --strict
 
 # The whole suite: unit, integration (real broker, Spark, Delta, SQLite, PostgreSQL) and e2e.
-# Prints the 25 slowest tests. EOS_LONG_TESTS=1 runs the long variants of tests that keep a short
-# one here (test_maintenance: 50 batches instead of 6).
+# Prints the 25 slowest tests; every test's time goes to $(EOS_STATE_DIR)/test-times.xml (JUnit XML),
+# what a profile of the suite starts from. EOS_LONG_TESTS=1 runs the long variants of tests that
+# keep a short one here (test_maintenance: 50 batches instead of 6).
 test: lint
-	$(PY) -m pytest -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -p no:cacheprovider --durations=25 --junitxml=$(EOS_STATE_DIR)/test-times.xml $(PYTEST_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest -p no:cacheprovider tests/unit $(PYTEST_ARGS)
