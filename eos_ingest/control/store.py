@@ -229,18 +229,27 @@ class ControlStore:
                 )
                 q.record_identities(conn, pipeline, found)
             if pending is not None:
-                gone = data_loss.pending_losses(pending.ranges, log_starts or {})
-                if not gone:
+                decision = data_loss.decide_pending(
+                    pipeline,
+                    pending.batch_id,
+                    pending.ranges,
+                    log_starts or {},
+                    allow_data_loss=allow_data_loss,
+                )
+                if decision.action is data_loss.PendingAction.RESUME:
                     return pending, False
-                if not allow_data_loss:
-                    raise data_loss.pending_batch_lost_error(pipeline, pending.batch_id, gone)
-                reason = f"abandoned: offsets deleted by Kafka after planning: {data_loss.describe(gone)}"
+                if decision.error is not None:
+                    raise decision.error
                 conn.execute(
                     update(batches)
                     .where(
                         batches.c.batch_id == pending.batch_id, batches.c.status == BatchStatus.PLANNED.value
                     )
-                    .values(status=BatchStatus.ABANDONED.value, error=reason, updated_at=utc_now())
+                    .values(
+                        status=BatchStatus.ABANDONED.value,
+                        error=decision.abandon_reason,
+                        updated_at=utc_now(),
+                    )
                 )
             committed = q.committed(conn, pipeline)
             plan = make_plan(dict(committed))
@@ -253,13 +262,9 @@ class ControlStore:
                         committed_offset=starts[tp], updated_at=now,
                     )
                 )  # fmt: skip
-            losses = []
             for lost in plan.skipped:
                 q.cas_offset(conn, pipeline, lost.topic, lost.partition, lost.committed, lost.log_start, now)
-                losses.append(f"{lost.topic}[{lost.partition}] [{lost.committed}, {lost.log_start})")
-            loss_note = (
-                f"data loss accepted, offsets deleted by retention: {', '.join(losses)}" if losses else None
-            )
+            loss_note = data_loss.accepted_loss_note(plan.skipped)
             note = "; ".join(n for n in (override_note, loss_note) if n) or None
             if not plan.has_records:
                 if loss_note:

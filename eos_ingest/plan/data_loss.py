@@ -1,7 +1,8 @@
 """Records deleted by retention after a batch was planned: how to recognize it and what to say.
 
 Two places meet it. At plan time a pending batch whose ranges start below today's log start can
-never be read again (`pending_losses`, `pending_batch_lost_error`). At read time Spark's Kafka
+never be read again: `decide_pending` says what the plan does with it (the control store applies
+it in its transaction), and `accepted_loss_note` words the losses a plan skips. At read time Spark's Kafka
 source, with failOnDataLoss=true, raises a JVM error (KafkaIllegalStateException, error class
 KAFKA_DATA_LOSS.*, "Some data may have been lost"); `spark_data_loss` turns it into an
 OffsetsLostError so the job fails the batch instead of leaving it planned for ever.
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
 
 from eos_ingest.errors import OffsetsLostError
 from eos_ingest.plan.ranges import LostOffsets, PlannedRange, TopicPartition
@@ -66,6 +69,47 @@ def pending_batch_lost_error(pipeline: str, batch_id: int, lost: Sequence[LostOf
         f"The batch is unchanged and nothing was read. {allow_data_loss_fix(pipeline)} The pending "
         "batch is then abandoned and a new one planned from the log start."
     )
+
+
+class PendingAction(Enum):
+    """What a plan does with the pipeline's pending (planned, scheduled) batch."""
+
+    RESUME = "resume"  # every range still readable: return it unchanged, a retry re-runs the same ranges
+    REFUSE = "refuse"  # records of its ranges deleted, no override: raise, change nothing
+    ABANDON = "abandon"  # deleted and --allow-data-loss: abandon it, plan anew from the log start
+
+
+@dataclass(frozen=True)
+class PendingDecision:
+    action: PendingAction
+    lost: tuple[LostOffsets, ...] = ()
+    error: OffsetsLostError | None = None  # REFUSE: what the plan raises
+    abandon_reason: str | None = None  # ABANDON: kept in the abandoned batch's error
+
+
+def decide_pending(
+    pipeline: str,
+    batch_id: int,
+    ranges: Sequence[PlannedRange],
+    log_starts: Mapping[TopicPartition, int],
+    *,
+    allow_data_loss: bool,
+) -> PendingDecision:
+    """The data-loss policy for a pending batch, given its ranges and the log starts read now."""
+    lost = tuple(pending_losses(ranges, log_starts))
+    if not lost:
+        return PendingDecision(PendingAction.RESUME)
+    if not allow_data_loss:
+        return PendingDecision(
+            PendingAction.REFUSE, lost, error=pending_batch_lost_error(pipeline, batch_id, lost)
+        )
+    reason = f"abandoned: offsets deleted by Kafka after planning: {describe(lost)}"
+    return PendingDecision(PendingAction.ABANDON, lost, abandon_reason=reason)
+
+
+def accepted_loss_note(skipped: Sequence[LostOffsets]) -> str | None:
+    """The note a plan's batch carries for the offsets it skips under --allow-data-loss; None: none."""
+    return f"data loss accepted, offsets deleted by retention: {describe(skipped)}" if skipped else None
 
 
 def _texts(exc: BaseException) -> list[str]:
