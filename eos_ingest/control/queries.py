@@ -22,7 +22,6 @@ from eos_ingest.control.schema import (
     offsets,
     topic_identities,
     utc_now,
-    vacuum_locks,
 )
 from eos_ingest.errors import FencedError, PlanError
 from eos_ingest.plan.identity import TopicIdentity
@@ -73,12 +72,6 @@ def lock_pipeline(conn: Connection, pipeline: str) -> None:
         conn.execute(
             text("SELECT pg_advisory_xact_lock(:key)"), {"key": advisory_key(f"eos:pipeline:{pipeline}")}
         )
-
-
-def vacuum_lock(conn: Connection, pipeline: str, now: datetime) -> Row[Any] | None:
-    """The pipeline's VACUUM lock while it is held (not expired), else None."""
-    where = (vacuum_locks.c.pipeline == pipeline) & (vacuum_locks.c.expires_at > now)
-    return conn.execute(select(vacuum_locks).where(where)).first()
 
 
 def committed(conn: Connection, pipeline: str) -> dict[TopicPartition, int]:
@@ -235,3 +228,32 @@ def check_plan(
     if len(first) != len(plan.ranges):
         raise PlanError(f"plan of {pipeline!r}: a partition has more than one range: {plan.ranges}")
     return starts
+
+
+def committed_ranges(conn: Connection, pipeline: str, topic: str | None) -> list[PlannedRange]:
+    query = (
+        select(batch_ranges)
+        .join(batches, batches.c.batch_id == batch_ranges.c.batch_id)
+        .where(
+            batches.c.pipeline == pipeline,
+            batches.c.status == BatchStatus.COMMITTED.value,
+            batch_ranges.c.start_offset < batch_ranges.c.end_offset,
+        )
+        .order_by(batch_ranges.c.topic, batch_ranges.c.partition, batch_ranges.c.start_offset)
+    )
+    if topic is not None:
+        query = query.where(batch_ranges.c.topic == topic)
+    return [range_of(r) for r in conn.execute(query)]
+
+
+def range_records(conn: Connection, pipeline: str) -> list[RangeRecord]:
+    query = (
+        select(batch_ranges, batches.c.status)
+        .join(batches, batches.c.batch_id == batch_ranges.c.batch_id)
+        .where(batches.c.pipeline == pipeline)
+        .order_by(batch_ranges.c.batch_id, batch_ranges.c.topic, batch_ranges.c.partition)
+    )
+    return [
+        RangeRecord(int(r.batch_id), r.status == BatchStatus.COMMITTED.value, range_of(r), r.topic_id)
+        for r in conn.execute(query)
+    ]

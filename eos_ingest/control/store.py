@@ -3,43 +3,31 @@
 It implements steps 1 (plan), 2 (fence) and 7 (commit) of the exactly-once protocol (docs/exactly-once.md,
 "How exactly-once works"): every state change is one short transaction guarded by a compare-and-set, so a
 retry, a zombie attempt or a second scheduler can never move offsets twice.
+
+ControlStore is the one door: it owns the transactions and delegates their bodies by concept to
+scheduled_plan (step 1), backfill, offset_reset, vacuum_lock and queries (rows and reads).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 
-from sqlalchemy import Connection, and_, delete, insert, select, update
+from sqlalchemy import Connection, and_, select, update
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
+from eos_ingest.control import backfill, offset_reset, scheduled_plan, vacuum_lock
 from eos_ingest.control import queries as q
 from eos_ingest.control.engine import TransactionRunner
 from eos_ingest.control.queries import Batch, RangeRecord
-from eos_ingest.control.schema import (
-    BatchKind,
-    BatchStatus,
-    batch_ranges,
-    batches,
-    offsets,
-    utc_now,
-    vacuum_locks,
-)
+from eos_ingest.control.schema import BatchKind, BatchStatus, batches, utc_now
 from eos_ingest.control.schema import ensure_schema as _ensure_schema
-from eos_ingest.errors import BackfillRangeError, BatchStateError, FencedError, MaintenanceBusyError
-from eos_ingest.plan import data_loss
-from eos_ingest.plan.identity import KafkaIdentity, TopicIdentity, check_identities
+from eos_ingest.errors import BatchStateError, FencedError
+from eos_ingest.plan.identity import KafkaIdentity, TopicIdentity
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 from eos_ingest.redact import redact_text
 
 __all__ = ["Batch", "BatchKind", "BatchStatus", "ControlStore", "RangeRecord"]
-
-log = logging.getLogger(__name__)
-
-# An abandoned batch counts as in flight this long after the abandon: an attempt of it that passed
-# its last fence check just before may still be committing its staged files to Delta.
-ABANDONED_IN_FLIGHT = timedelta(minutes=10)
 
 
 class ControlStore:
@@ -144,38 +132,11 @@ class ControlStore:
 
     def committed_ranges(self, pipeline: str, topic: str | None = None) -> list[PlannedRange]:
         """Non-empty ranges of committed batches (scheduled and backfill): what `verify` checks."""
-        query = (
-            select(batch_ranges)
-            .join(batches, batches.c.batch_id == batch_ranges.c.batch_id)
-            .where(
-                batches.c.pipeline == pipeline,
-                batches.c.status == BatchStatus.COMMITTED.value,
-                batch_ranges.c.start_offset < batch_ranges.c.end_offset,
-            )
-            .order_by(batch_ranges.c.topic, batch_ranges.c.partition, batch_ranges.c.start_offset)
-        )
-        if topic is not None:
-            query = query.where(batch_ranges.c.topic == topic)
-        return self._db.run(lambda conn: [q.range_of(r) for r in conn.execute(query)], write=False)
+        return self._db.run(lambda conn: q.committed_ranges(conn, pipeline, topic), write=False)
 
     def range_records(self, pipeline: str) -> list[RangeRecord]:
         """Every range of every batch of the pipeline with its topic id and whether it committed."""
-        query = (
-            select(batch_ranges, batches.c.status)
-            .join(batches, batches.c.batch_id == batch_ranges.c.batch_id)
-            .where(batches.c.pipeline == pipeline)
-            .order_by(batch_ranges.c.batch_id, batch_ranges.c.topic, batch_ranges.c.partition)
-        )
-
-        def run(conn: Connection) -> list[RangeRecord]:
-            return [
-                RangeRecord(
-                    int(r.batch_id), r.status == BatchStatus.COMMITTED.value, q.range_of(r), r.topic_id
-                )
-                for r in conn.execute(query)
-            ]
-
-        return self._db.run(run, write=False)
+        return self._db.run(lambda conn: q.range_records(conn, pipeline), write=False)
 
     def recorded_identities(self, pipeline: str) -> dict[str, TopicIdentity]:
         """Per topic, the topic id and cluster id the pipeline's offsets belong to (as recorded)."""
@@ -219,71 +180,16 @@ class ControlStore:
         """
 
         def run(conn: Connection) -> tuple[Batch | None, bool]:
-            q.lock_pipeline(conn, pipeline)
-            pending = q.pending(conn, pipeline)
-            if identity is not None:
-                recorded = q.recorded_identities(conn, pipeline)
-                topics = sorted(identity.topic_ids)
-                found = check_identities(
-                    pipeline, recorded, identity, topics, pending_batch=pending.batch_id if pending else None
-                )
-                q.record_identities(conn, pipeline, found)
-            if pending is not None:
-                decision = data_loss.decide_pending(
-                    pipeline,
-                    pending.batch_id,
-                    pending.ranges,
-                    log_starts or {},
-                    allow_data_loss=allow_data_loss,
-                )
-                if decision.action is data_loss.PendingAction.RESUME:
-                    return pending, False
-                if decision.error is not None:
-                    raise decision.error
-                conn.execute(
-                    update(batches)
-                    .where(
-                        batches.c.batch_id == pending.batch_id, batches.c.status == BatchStatus.PLANNED.value
-                    )
-                    .values(
-                        status=BatchStatus.ABANDONED.value,
-                        error=decision.abandon_reason,
-                        updated_at=utc_now(),
-                    )
-                )
-            committed = q.committed(conn, pipeline)
-            plan = make_plan(dict(committed))
-            starts = q.check_plan(pipeline, plan, committed)
-            now = utc_now()
-            for tp in plan.new_partitions:
-                conn.execute(
-                    insert(offsets).values(
-                        pipeline=pipeline, topic=tp.topic, partition=tp.partition,
-                        committed_offset=starts[tp], updated_at=now,
-                    )
-                )  # fmt: skip
-            for lost in plan.skipped:
-                q.cas_offset(conn, pipeline, lost.topic, lost.partition, lost.committed, lost.log_start, now)
-            loss_note = data_loss.accepted_loss_note(plan.skipped)
-            note = "; ".join(n for n in (override_note, loss_note) if n) or None
-            if not plan.has_records:
-                if loss_note:
-                    # Durable and visible (status, UI): a committed batch of empty ranges.
-                    log.warning("pipeline %s: %s (no records to plan)", pipeline, loss_note)
-                    kind = BatchKind.SCHEDULED
-                    empty = q.insert_batch(conn, pipeline, kind, plan.ranges, note, airflow_run_id)
-                    conn.execute(
-                        update(batches).where(batches.c.batch_id == empty).values(
-                            status=BatchStatus.COMMITTED.value, records_read=0, records_written=0,
-                            records_quarantined=0, committed_at=now, updated_at=now,
-                        )
-                    )  # fmt: skip
-                return None, True
-            batch_id = q.insert_batch(
-                conn, pipeline, BatchKind.SCHEDULED, plan.ranges, note, airflow_run_id,
-                identity.topic_ids if identity is not None else None,
-            )  # fmt: skip
-            return self._require(conn, batch_id), True
+            return scheduled_plan.plan_scheduled(
+                conn,
+                pipeline,
+                make_plan,
+                identity,
+                airflow_run_id,
+                override_note,
+                log_starts,
+                allow_data_loss,
+            )
 
         return self._db.run(run, write=True)
 
@@ -305,46 +211,10 @@ class ControlStore:
         against the recorded one as in plan_scheduled (a recreated topic or another cluster is
         refused) and the ranges carry their topic id.
         """
-        if not ranges:
-            raise BackfillRangeError(f"backfill of pipeline {pipeline!r}: no ranges given; pass at least one")
-        if not reason.strip():
-            raise BackfillRangeError(
-                f"backfill of pipeline {pipeline!r}: reason is empty; say why it is needed"
-            )
+        backfill.check_request(pipeline, ranges, reason)
 
         def run(conn: Connection) -> Batch:
-            q.lock_pipeline(conn, pipeline)  # no operator reset moves the offsets under our check
-            if identity is not None:
-                topics = sorted({r.topic for r in ranges})
-                found = check_identities(pipeline, q.recorded_identities(conn, pipeline), identity, topics)
-                q.record_identities(conn, pipeline, found)
-            committed = q.committed(conn, pipeline)
-            seen: set[TopicPartition] = set()
-            for r in ranges:
-                tp = TopicPartition(r.topic, r.partition)
-                where = (
-                    f"backfill range {r.topic}[{r.partition}] [{r.start}, {r.end}) of pipeline {pipeline!r}"
-                )
-                if tp in seen:
-                    raise BackfillRangeError(
-                        f"{where}: the partition appears twice; merge its ranges into one"
-                    )
-                seen.add(tp)
-                if tp not in committed:
-                    raise BackfillRangeError(
-                        f"{where}: the pipeline has no committed offset for this partition; only "
-                        "offsets already ingested by scheduled batches can be backfilled"
-                    )
-                end = committed[tp]
-                if not 0 <= r.start < r.end <= end:
-                    raise BackfillRangeError(
-                        f"{where} is not a non-empty range inside [0, {end}) (committed_offset={end}): "
-                        f"choose start < end <= {end}; offsets from {end} on are ingested by scheduled batches"
-                    )
-            batch_id = q.insert_batch(
-                conn, pipeline, BatchKind.BACKFILL, tuple(ranges), reason, airflow_run_id,
-                identity.topic_ids if identity is not None else None,
-            )  # fmt: skip
+            batch_id = backfill.insert_backfill(conn, pipeline, ranges, reason, airflow_run_id, identity)
             return self._require(conn, batch_id)
 
         return self._db.run(run, write=True)
@@ -358,15 +228,7 @@ class ControlStore:
         retriable): the attempt would stage files that the VACUUM could delete."""
 
         def run(conn: Connection) -> int:
-            batch = self._require(conn, batch_id)
-            lock = q.vacuum_lock(conn, batch.pipeline, utc_now())
-            if lock is not None and batch.status is BatchStatus.PLANNED:
-                raise MaintenanceBusyError(
-                    f"batch {batch_id}: maintain ({lock.holder}) is vacuuming the tables of pipeline "
-                    f"{batch.pipeline} since {lock.taken_at.isoformat()}, so this attempt takes no fence "
-                    f"and writes nothing; the batch stays planned: run it again once maintain is done "
-                    f"(its lock ends with it, or at {lock.expires_at.isoformat()} at the latest)"
-                )
+            vacuum_lock.refuse_fence_while_held(conn, self._require(conn, batch_id))
             where = and_(batches.c.batch_id == batch_id, batches.c.status == BatchStatus.PLANNED.value)
             changed = conn.execute(
                 update(batches).where(where).values(fence=batches.c.fence + 1, updated_at=utc_now())
@@ -386,41 +248,18 @@ class ControlStore:
     def begin_vacuum(self, pipeline: str, holder: str, lease: timedelta) -> list[Batch]:
         """Take the pipeline's VACUUM lock unless a batch is in flight; returns those batches (and
         takes no lock), else []. In flight: planned (it may have staged files, or stage them once it
-        has a fence), or abandoned less than ABANDONED_IN_FLIGHT ago. Serialized with planners by
-        the pipeline lock, so no batch is planned between this check and the lock."""
-
-        def run(conn: Connection) -> list[Batch]:
-            q.lock_pipeline(conn, pipeline)
-            now = utc_now()
-            planned = batches.c.status == BatchStatus.PLANNED.value
-            abandoned = (batches.c.status == BatchStatus.ABANDONED.value) & (
-                batches.c.updated_at > now - ABANDONED_IN_FLIGHT
-            )
-            in_flight = q.load(conn, (batches.c.pipeline == pipeline) & (planned | abandoned), 10_000)
-            if in_flight:
-                return in_flight
-            conn.execute(delete(vacuum_locks).where(vacuum_locks.c.pipeline == pipeline))
-            conn.execute(
-                insert(vacuum_locks).values(
-                    pipeline=pipeline, holder=holder, taken_at=now, expires_at=now + lease
-                )
-            )
-            return []
-
-        return self._db.run(run, write=True)
+        has a fence), or abandoned less than vacuum_lock.ABANDONED_IN_FLIGHT ago. Serialized with
+        planners by the pipeline lock, so no batch is planned between this check and the lock."""
+        return self._db.run(lambda conn: vacuum_lock.begin(conn, pipeline, holder, lease), write=True)
 
     def renew_vacuum(self, pipeline: str, holder: str, lease: timedelta) -> bool:
         """Extend this holder's VACUUM lock by `lease` from now (before each VACUUM: the lock must
         hold until the VACUUM has started); False if it is no longer held by `holder`."""
-        where = (vacuum_locks.c.pipeline == pipeline) & (vacuum_locks.c.holder == holder)
-        where &= vacuum_locks.c.expires_at > utc_now()
-        query = update(vacuum_locks).where(where).values(expires_at=utc_now() + lease)
-        return self._db.run(lambda conn: int(conn.execute(query).rowcount), write=True) == 1
+        return self._db.run(lambda conn: vacuum_lock.renew(conn, pipeline, holder, lease), write=True)
 
     def end_vacuum(self, pipeline: str, holder: str) -> None:
         """Release the VACUUM lock taken by begin_vacuum (only this holder's)."""
-        where = (vacuum_locks.c.pipeline == pipeline) & (vacuum_locks.c.holder == holder)
-        self._db.run(lambda conn: conn.execute(delete(vacuum_locks).where(where)), write=True)
+        self._db.run(lambda conn: vacuum_lock.end(conn, pipeline, holder), write=True)
 
     def check_fence(self, batch_id: int, fence: int) -> None:
         """A cheap read before each Delta write: FencedError unless the batch is still planned with
@@ -532,50 +371,12 @@ class ControlStore:
         transaction, so the next plans accept this incarnation (and refuse the old one). A recreated
         topic must be reset `whole_topic` (all its partitions now): the offsets of partitions the new
         topic lacks are then dropped, so one added later starts at its log start, not at an old offset."""
-        if not reason.strip() or not partition_to_offset or min(partition_to_offset.values()) < 0:
-            raise ValueError(
-                f"reset_offsets of {pipeline!r} {topic}: give a reason and at least one partition, "
-                f"with offsets >= 0 (got {dict(partition_to_offset)})"
-            )
+        offset_reset.check_request(pipeline, topic, partition_to_offset, reason)
 
         def run(conn: Connection) -> dict[int, int | None]:
-            q.lock_pipeline(conn, pipeline)
-            pending = q.pending(conn, pipeline)
-            if pending is not None:
-                raise BatchStateError(
-                    f"pipeline {pipeline!r} has planned scheduled batch {pending.batch_id}: run it to "
-                    "completion or abandon it before resetting offsets"
-                )
-            before = {tp.partition: o for tp, o in q.committed(conn, pipeline).items() if tp.topic == topic}
-            kept = sorted(set(before) - set(partition_to_offset))
-            recreated = identity is not None and _recreated(
-                q.recorded_identities(conn, pipeline).get(topic), identity, topic
+            return offset_reset.reset_offsets(
+                conn, pipeline, topic, partition_to_offset, reason, identity, whole_topic
             )
-            if recreated and kept and not whole_topic:
-                raise BatchStateError(
-                    f"topic {topic!r} of pipeline {pipeline!r} was recreated; partitions {kept} would keep "
-                    "offsets of the deleted topic. Reset every partition: run reset-offsets without --partitions"
-                )
-            if recreated and kept:
-                where = and_(
-                    offsets.c.pipeline == pipeline, offsets.c.topic == topic, offsets.c.partition.in_(kept)
-                )
-                conn.execute(delete(offsets).where(where))
-            now = utc_now()
-            for partition, offset in sorted(partition_to_offset.items()):
-                key = {"pipeline": pipeline, "topic": topic, "partition": partition}
-                if partition in before:
-                    where = and_(*(offsets.c[k] == v for k, v in key.items()))
-                    conn.execute(update(offsets).where(where).values(committed_offset=offset, updated_at=now))
-                else:
-                    conn.execute(insert(offsets).values(**key, committed_offset=offset, updated_at=now))
-            if identity is not None:
-                q.record_identities(conn, pipeline, [identity.of(topic)])
-            log.warning(
-                "pipeline %s: committed offsets of %s reset to %s (were %s): %s",
-                pipeline, topic, dict(partition_to_offset), before, reason,
-            )  # fmt: skip
-            return {p: before.get(p) for p in partition_to_offset}
 
         return self._db.run(run, write=True)
 
@@ -597,8 +398,3 @@ class ControlStore:
         if not found:
             raise BatchStateError(f"batch {batch_id} does not exist in the control store {self.safe_url}")
         return found[0]
-
-
-def _recreated(recorded: TopicIdentity | None, identity: KafkaIdentity, topic: str) -> bool:
-    """True when the topic id Kafka reports now differs from the recorded one."""
-    return recorded is not None and recorded.topic_id != identity.of(topic).topic_id
