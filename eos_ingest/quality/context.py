@@ -22,7 +22,8 @@ from urllib.parse import unquote, urlparse
 from eos_ingest import paths
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import ConfigError, GxLockTimeoutError
-from eos_ingest.quality.suite import EXPECTED_ROWS, build_suite, import_gx, quiet_gx
+from eos_ingest.quality.gx_import import import_gx, quiet_gx
+from eos_ingest.quality.suite import EXPECTED_ROWS, build_suite
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -155,7 +156,7 @@ def validate(
     if hasattr(frame, "sparkSession"):
         from great_expectations.compatibility import pyspark as gx_pyspark
 
-        if not gx_pyspark.pyspark:  # GX was imported before pyspark (quality_suite.import_gx)
+        if not gx_pyspark.pyspark:  # GX was imported before pyspark (gx_import.import_gx)
             raise RuntimeError(
                 "GX was imported in this process before pyspark, so it cannot validate a Spark frame: "
                 "import pyspark before the first GX call"

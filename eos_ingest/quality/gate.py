@@ -27,15 +27,14 @@ from eos_ingest.quality.context import (
     RESULT_FORMAT,
     validate,
 )
+from eos_ingest.quality.gx_import import import_gx, quiet_gx
 from eos_ingest.quality.report import build_report, record_report
 from eos_ingest.quality.suite import (
     EXPECTED_ROWS,
     arrow_frame,
     build_suite,
     default_suite_doc,
-    import_gx,
     named_columns,
-    quiet_gx,
     validated_columns,
     with_range_column,
 )

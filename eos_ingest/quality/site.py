@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from eos_ingest.quality.context import gx_root
-from eos_ingest.quality.suite import import_gx
+from eos_ingest.quality.gx_import import import_gx
 
 import_gx()  # GX's classes are the bases below; the import is paused-GC and quiet
 

@@ -7,13 +7,8 @@ and the CLI and the DAG parser import eos_ingest without needing it.
 from __future__ import annotations
 
 import difflib
-import gc
-import importlib
 import json
-import logging
-import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +17,7 @@ from eos_ingest import paths
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import ConfigError
 from eos_ingest.plan.ranges import PlannedRange, merge_ranges
-from eos_ingest.quality import deferred_modules, frame_stack
+from eos_ingest.quality.gx_import import import_gx, quiet_gx
 from eos_ingest.schema.columns import IDENTITY_COLUMNS
 
 if TYPE_CHECKING:
@@ -44,48 +39,6 @@ EXPECTED_ROWS = "eos_expected_output_rows"
 # of the check; everything else (column, min_value, row_condition, ...) is passed through.
 _NOT_ARGUMENTS = ("type",)
 _EXAMPLES = 3
-# Imported by GX for its KL-divergence and KS-test expectations and their charts (quality/deferred_modules.py).
-GX_DEFERRED_MODULES = ("scipy.stats", "altair")
-
-
-@contextmanager
-def quiet_gx() -> Iterator[None]:
-    """GX logs hundreds of INFO lines on import and context creation: keep them out of task logs."""
-    logger = logging.getLogger("great_expectations")
-    before = logger.level
-    logger.setLevel(max(before, logging.WARNING))
-    try:
-        yield
-    finally:
-        logger.setLevel(before)
-
-
-def import_gx(hide: Iterable[str] = ()) -> None:
-    """Import GX, with the cyclic garbage collector paused while it does (once per process).
-
-    The import allocates so many objects that the collections they trigger cost ~20% of its
-    ~2.5 s of CPU (measured: 2.5 -> 2.1 s); an import leaves no garbage cycles worth collecting.
-    Then gc.freeze() moves what exists to the permanent generation, so later full collections
-    do not walk GX's modules again: one such collection cost 0.18 s of a fresh process's first
-    Data Docs update (0.36 -> 0.18 s). Every GX entry point calls this before its own GX imports.
-    The import runs in one frame-stack chunk (frame_stack.in_one_chunk): ~45,000 mmap/munmap
-    pairs fewer, a fresh audit 1.86 -> 1.55 s.
-
-    `hide`: packages GX must import as if they were not installed, when not imported yet
-    (deferred_modules.hidden), for a process that will not use them with GX."""
-    if "great_expectations" in sys.modules:
-        return  # imported, or being imported by another thread: its import statement waits for it
-    # Used by none of the default suite's checks; a suite that uses them imports them then.
-    deferred_modules.defer(GX_DEFERRED_MODULES)
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        with quiet_gx(), deferred_modules.hidden(hide):
-            frame_stack.in_one_chunk(lambda: importlib.import_module("great_expectations"))
-    finally:
-        gc.freeze()
-        if was_enabled:
-            gc.enable()
 
 
 @cache

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 # have imported GX already), then prints them and whether the collector is on afterwards.
 _IMPORT_PROBE = """
 import gc, sys
-from eos_ingest.quality.suite import import_gx
+from eos_ingest.quality.gx_import import import_gx
 {before}
 runs = []
 gc.callbacks.append(lambda phase, info: runs.append(info["generation"]) if phase == "start" else None)

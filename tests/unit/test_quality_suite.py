@@ -13,13 +13,13 @@ import yaml
 from eos_ingest import paths
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.errors import ConfigError
+from eos_ingest.quality.gx_import import quiet_gx
 from eos_ingest.quality.suite import (
     EXPECTED_ROWS,
     RANGE_COLUMN,
     build_suite,
     default_suite_doc,
     pipeline_expectations,
-    quiet_gx,
     summarize,
     validated_columns,
     with_range_column_pandas,
