@@ -1,16 +1,20 @@
 """The last bytes before a close reach the protocol: a broker's "wrong password" answer is one.
-A large answer is read in large chunks."""
+Only on the kafka-python versions known to drop them."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib.metadata
 import socket
 import time
 from typing import Any
 
+import pytest
 from kafka.net.selector import NetworkSelector
 from kafka.net.transport import KafkaTCPTransport
 
-from eos_ingest.kafka.python_net import _TCPTransport
+from eos_ingest.kafka import python_net
+from eos_ingest.kafka.python_net import KAFKA_PYTHON_VERSION, KEEPS_THE_LAST_BYTES, _release, _TCPTransport
 
 
 class _Recorder:
@@ -76,14 +80,31 @@ def test_the_bytes_read_with_the_close_reach_the_protocol_before_the_close() -> 
     assert _received_before_the_close(_TCPTransport) == b"SaslAuthenticate: refused"
 
 
-def test_kafka_pythons_own_transport_still_drops_them() -> None:
-    """Why kafka_python_net exists: when this fails, kafka-python keeps the bytes itself and the
-    module can go."""
-    assert _received_before_the_close(KafkaTCPTransport) == b""
+def test_the_fix_is_on_exactly_where_kafka_pythons_own_transport_drops_them() -> None:
+    """Why python_net exists, and its exit: when this fails with the fix on, the installed
+    kafka-python keeps the bytes itself and the module can go; with the fix off, this version
+    still drops them and KNOWN_TO_DROP must take it in."""
+    drops = _received_before_the_close(KafkaTCPTransport) == b""
+    assert drops == KEEPS_THE_LAST_BYTES, f"kafka-python {KAFKA_PYTHON_VERSION}: drops {drops}"
 
 
-def test_a_large_answer_arrives_whole_in_large_reads() -> None:
-    payload = bytes(range(256)) * 640  # 160 KiB: what a socket pair holds before it is read
-    data, recv_calls = _received(_TCPTransport, payload)
-    assert data == payload
-    assert recv_calls <= 4, recv_calls  # kafka-python's 4 KiB reads: 40 calls and more
+def test_the_gate_reads_the_installed_version() -> None:
+    assert _release("3.0.12") == (3, 0, 12) and _release("3.1.0rc1+local") == (3, 1, 0)
+    assert _release(importlib.metadata.version("kafka-python")) == KAFKA_PYTHON_VERSION
+    assert KEEPS_THE_LAST_BYTES  # requirements.lock's kafka-python==3.0.12 needs the fix
+
+
+def test_outside_the_known_versions_the_manager_builds_kafka_pythons_own_transports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built = KafkaTCPTransport.__new__(KafkaTCPTransport)
+
+    async def own_transport(self: Any, node: Any, timeout_at: float | None = None) -> Any:
+        return built
+
+    monkeypatch.setattr(python_net.KafkaConnectionManager, "_build_transport", own_transport)
+    manager = python_net.ConnectionManager.__new__(python_net.ConnectionManager)
+    for keeps, expected in ((True, _TCPTransport), (False, KafkaTCPTransport)):
+        monkeypatch.setattr(python_net, "KEEPS_THE_LAST_BYTES", keeps)
+        built.__class__ = KafkaTCPTransport
+        assert type(asyncio.run(manager._build_transport(None))) is expected
