@@ -392,7 +392,7 @@ Delta table (and a fresh SQLite control DB for eos-ingest); the figures are medi
 system runs with `--master local[2]`, driver memory 2g, the same jars and Delta settings. The
 eos-ingest job's driver JVM ((d), (e), (g), (h)) maps the class-data archive `make setup` wrote
 (`eos_ingest/spark/class_archive.py`) and runs the parallel collector
-(`spark_session.LOCAL_DRIVER_JAVA_OPTIONS`), as it does for any user of eos-ingest on a local
+(the driver JVM profile "two-core", `spark_session.DRIVER_JVM_PROFILES`), as it does for any user of eos-ingest on a local
 master; (b) and (c) are a user's own spark-submit with the JVM's defaults. The same archive given
 to (b) took it from 13.7 to 10.1 s on 10k records and from 21.0 to 17.2 s on 1M (A/B on one
 machine, 2026-11-26, with G1).

@@ -30,7 +30,7 @@ from eos_ingest import paths
 from eos_ingest.spark.session import (
     DELTA_CONF,
     LOCAL_CONF,
-    LOCAL_DRIVER_JAVA_OPTIONS,
+    local_driver_java_options,
     local_jars,
     spark_submit_binary,
     spark_submit_env,
@@ -102,7 +102,7 @@ def build(force: bool = False) -> Path | None:
         "--master",
         "local[2]",
         "--driver-java-options",
-        f"{LOCAL_DRIVER_JAVA_OPTIONS} -XX:ArchiveClassesAtExit={partial}",
+        f"{local_driver_java_options()} -XX:ArchiveClassesAtExit={partial}".strip(),
         "--jars",
         ",".join(local_jars()),
     ]

@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eos_ingest import paths
+from eos_ingest.errors import ConfigError
 from eos_ingest.storage.object_stores import LOG_STORE_CONF
 
 if TYPE_CHECKING:
@@ -39,8 +41,9 @@ LOCAL_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",
 }
 
-# The driver JVM's options of a local job (submit.job_conf; the class-data archive is made with
-# them too). The parallel collector: a batch job wants throughput, not short pauses, and G1's
+# The driver JVM's options of a local job, a named profile (submit.job_conf; the class-data archive
+# is made with them too). "two-core", the default, is tuned for a machine of 2 cores. The parallel
+# collector: a batch job wants throughput, not short pauses, and G1's
 # concurrent threads take the cores the tasks run on. A 950,000-record batch 23.2 -> 21.1 s
 # (medians of 3, alternated, 2 cores); a 10,000-record one 14.8 -> 13.8 s.
 # C2 compiles a method later (4x HotSpot's thresholds): a job runs much code (planning, Delta's
@@ -52,7 +55,26 @@ _LATER_C2 = (
     "-XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=2400 "
     "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=160000"
 )
-LOCAL_DRIVER_JAVA_OPTIONS = f"-XX:+UseParallelGC {_LATER_C2}"
+DRIVER_JVM_PROFILES: dict[str, str] = {"two-core": f"-XX:+UseParallelGC {_LATER_C2}", "none": ""}
+DEFAULT_DRIVER_JVM_PROFILE = "two-core"
+# The submitting process's environment picks the profile; EOS_DRIVER_JAVA_OPTIONS, when set, is
+# used instead of any profile (empty: none). Not a pipeline key: a machine's, not a pipeline's.
+DRIVER_JVM_PROFILE_ENV = "EOS_DRIVER_JVM_PROFILE"
+DRIVER_JAVA_OPTIONS_ENV = "EOS_DRIVER_JAVA_OPTIONS"
+
+
+def local_driver_java_options(environ: Mapping[str, str] = os.environ) -> str:
+    """The driver JVM's options of a local job: EOS_DRIVER_JAVA_OPTIONS if set, else the profile
+    EOS_DRIVER_JVM_PROFILE names (default "two-core"); an unknown name raises ConfigError."""
+    if DRIVER_JAVA_OPTIONS_ENV in environ:
+        return environ[DRIVER_JAVA_OPTIONS_ENV].strip()
+    name = environ.get(DRIVER_JVM_PROFILE_ENV, "").strip() or DEFAULT_DRIVER_JVM_PROFILE
+    if name not in DRIVER_JVM_PROFILES:
+        raise ConfigError(
+            f"{DRIVER_JVM_PROFILE_ENV}={name!r} is not a driver JVM profile; use one of "
+            f"{', '.join(sorted(DRIVER_JVM_PROFILES))}, or set {DRIVER_JAVA_OPTIONS_ENV} to the options"
+        )
+    return DRIVER_JVM_PROFILES[name]
 
 
 def local_jars(jars_dir: Path | None = None, *, object_storage: bool = False) -> list[str]:

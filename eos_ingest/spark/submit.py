@@ -16,7 +16,7 @@ from eos_ingest.spark import class_archive
 from eos_ingest.spark.session import (
     DELTA_CONF,
     LOCAL_CONF,
-    LOCAL_DRIVER_JAVA_OPTIONS,
+    local_driver_java_options,
     local_jars,
     spark_submit_binary,
 )
@@ -38,8 +38,9 @@ def job_conf(master: str, *, object_storage: bool = False) -> dict[str, str]:
         # The driver is this machine's JVM: it maps the classes of `make setup`'s archive (seconds
         # of class loading per start; spark/class_archive.py). Without one it starts as before.
         archive = class_archive.java_options()
-        options = [LOCAL_DRIVER_JAVA_OPTIONS, *([archive] if archive else [])]
-        conf["spark.driver.extraJavaOptions"] = " ".join(options)
+        options = [local_driver_java_options(), archive]
+        if any(options):  # the "none" profile and no archive: the JVM's own defaults
+            conf["spark.driver.extraJavaOptions"] = " ".join(o for o in options if o)
     return conf
 
 

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from eos_ingest.spark import class_archive
-from eos_ingest.spark.session import LOCAL_DRIVER_JAVA_OPTIONS
+from eos_ingest.spark.session import DEFAULT_DRIVER_JVM_PROFILE, DRIVER_JVM_PROFILES
 from eos_ingest.spark.submit import job_conf
 from tests.fake_jars import fake_jars_state
 
 OPTION = "spark.driver.extraJavaOptions"
+LOCAL_DRIVER_JAVA_OPTIONS = DRIVER_JVM_PROFILES[DEFAULT_DRIVER_JVM_PROFILE]
 
 
 @pytest.fixture()
@@ -21,6 +22,8 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A state folder with the jar names local_jars() asks for (tests/fake_jars.py)."""
     folder = fake_jars_state(tmp_path / "state")
     monkeypatch.setenv("EOS_STATE_DIR", str(folder))
+    monkeypatch.delenv("EOS_DRIVER_JVM_PROFILE", raising=False)
+    monkeypatch.delenv("EOS_DRIVER_JAVA_OPTIONS", raising=False)
     return folder
 
 

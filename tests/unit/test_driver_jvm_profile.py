@@ -1,0 +1,54 @@
+"""The local driver JVM's options: a named profile ("two-core" by default) that the submitting
+process's environment can change (EOS_DRIVER_JVM_PROFILE), replace (EOS_DRIVER_JAVA_OPTIONS) or
+turn off ("none"); a cluster's driver never gets them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eos_ingest.errors import ConfigError
+from eos_ingest.spark.session import DRIVER_JVM_PROFILES, local_driver_java_options
+from eos_ingest.spark.submit import job_conf
+from tests.fake_jars import fake_jars_state
+
+OPTION = "spark.driver.extraJavaOptions"
+
+
+@pytest.fixture(autouse=True)
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No class-data archive: the options are the profile's alone."""
+    folder = fake_jars_state(tmp_path / "state")
+    monkeypatch.setenv("EOS_STATE_DIR", str(folder))
+    monkeypatch.delenv("EOS_DRIVER_JVM_PROFILE", raising=False)
+    monkeypatch.delenv("EOS_DRIVER_JAVA_OPTIONS", raising=False)
+    return folder
+
+
+def test_the_two_core_profile_is_the_default_of_a_local_master() -> None:
+    assert local_driver_java_options({}) == DRIVER_JVM_PROFILES["two-core"]
+    assert "-XX:+UseParallelGC" in DRIVER_JVM_PROFILES["two-core"]
+    assert "-XX:Tier4InvocationThreshold=20000" in DRIVER_JVM_PROFILES["two-core"]
+    assert job_conf("local[2]")[OPTION] == DRIVER_JVM_PROFILES["two-core"]
+    assert OPTION not in job_conf("spark://host:7077") and OPTION not in job_conf("yarn")
+
+
+def test_the_none_profile_leaves_the_jvm_its_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EOS_DRIVER_JVM_PROFILE", "none")
+    assert local_driver_java_options() == ""
+    assert OPTION not in job_conf("local[2]")
+
+
+def test_the_environments_options_replace_any_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EOS_DRIVER_JVM_PROFILE", "two-core")
+    monkeypatch.setenv("EOS_DRIVER_JAVA_OPTIONS", " -XX:+UseG1GC -Xss4m ")
+    assert job_conf("local[*]")[OPTION] == "-XX:+UseG1GC -Xss4m"
+    monkeypatch.setenv("EOS_DRIVER_JAVA_OPTIONS", "")  # set and empty: no options at all
+    assert OPTION not in job_conf("local[*]")
+
+
+def test_an_unknown_profile_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match=r"EOS_DRIVER_JVM_PROFILE='four-core'.*none, two-core"):
+        local_driver_java_options({"EOS_DRIVER_JVM_PROFILE": "four-core"})
+    assert local_driver_java_options({"EOS_DRIVER_JVM_PROFILE": " "}) == DRIVER_JVM_PROFILES["two-core"]
