@@ -6,6 +6,9 @@ retries; everything else needs a person: data loss, a recreated topic, a fenced 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from eos_ingest.redact import redact_text
 
 
@@ -113,7 +116,14 @@ class MaintenanceBusyError(EosIngestError):
 
 
 class QualityGateError(EosIngestError):
-    """Critical expectations failed on the batch before commit; the message names them."""
+    """Critical expectations failed on the batch before commit; the message names them.
+
+    `report` is the gate's report (quality/report.py): the batch records it on its row with its
+    own control store, so the gate opens none."""
+
+    def __init__(self, message: str, report: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.report = None if report is None else dict(report)
 
 
 class GxLockTimeoutError(EosIngestError):

@@ -25,6 +25,7 @@ from eos_ingest.errors import (
     EosIngestError,
     FencedError,
     PartialWriteError,
+    QualityGateError,
     SchemaEvolutionError,
 )
 from eos_ingest.fault_points import pause_if_asked
@@ -33,6 +34,7 @@ from eos_ingest.kafka.offsets import fetch_identity
 from eos_ingest.plan.data_loss import spark_data_loss
 from eos_ingest.plan.identity import check_batch_identity
 from eos_ingest.quality import gate as quality
+from eos_ingest.quality.report import record_report
 from eos_ingest.redact import redact_text, secrets_of
 from eos_ingest.storage import writer
 
@@ -82,7 +84,7 @@ def run_fenced(spark: SparkSession, config: PipelineConfig, store: ControlStore,
     batch_id = batch.batch_id
     fence = store.take_fence(batch_id)
     try:
-        result = execute_batch(spark, config, store, batch_id, fence)
+        result = execute_batch(spark, config, store, batch, fence)
     except FencedError:
         raise  # the batch belongs to a newer attempt: leave it alone
     except EosIngestError as exc:
@@ -104,16 +106,17 @@ def run_fenced(spark: SparkSession, config: PipelineConfig, store: ControlStore,
 
 
 def execute_batch(
-    spark: SparkSession, config: PipelineConfig, store: ControlStore, batch_id: int, fence: int
+    spark: SparkSession, config: PipelineConfig, store: ControlStore, batch: Batch, fence: int
 ) -> BatchResult:
     """Run a planned batch to its commit under `fence` (from store.take_fence).
 
-    Raises FencedError at commit if a newer attempt took the fence meanwhile.
+    `store` is the batch's one control store: the fence checks, the gate's report and the commit
+    go through it. Raises FencedError at commit if a newer attempt took the fence meanwhile.
     """
     from pyspark import StorageLevel
 
     started = time.monotonic()
-    batch = store.get_batch(batch_id)
+    batch_id = batch.batch_id
     log.info("batch %s: fence %s, %s ranges", batch_id, fence, len(batch.ranges))
 
     # The batch's ranges must be read from the topic incarnation (and cluster) they were planned
@@ -183,10 +186,15 @@ def execute_batch(
             checked = (
                 rows if staged.skipped else staged.read_back(rows.schema).where(f"batch_id = {batch_id}")
             )
-            quality.gate(
-                spark, config, batch, checked, split.quarantined, recount=recount,
-                staged=None if staged.skipped else staged,
-            )  # fmt: skip
+            try:
+                quality.gate(
+                    spark, config, batch, checked, split.quarantined, recount=recount,
+                    staged=None if staged.skipped else staged,
+                )  # fmt: skip
+            except QualityGateError as failed:
+                if failed.report is not None:
+                    record_report(store, batch_id, failed.report, raise_errors=False)
+                raise
         log.info("batch %s: phase %s", batch_id, "write")
         if quarantine_write is None:
             # The table's commit and the quarantine's replace are two tables' Delta commits (0.6-0.9 s

@@ -155,12 +155,8 @@ def _committed_count(path: TableLocation, batch: Batch) -> int:
     return 0 if delta is None else _batch_rows(delta, batch, ["batch_id"]).num_rows
 
 
-def _committed_batch(config: PipelineConfig, batch_id: int) -> Batch:
-    store = ControlStore(config.control_db_url)
-    try:
-        batch = store.get_batch(batch_id)
-    finally:
-        store.close()
+def _committed_batch(config: PipelineConfig, store: ControlStore, batch_id: int) -> Batch:
+    batch = store.get_batch(batch_id)
     if batch.pipeline != config.name:
         raise BatchStateError(f"batch {batch_id} belongs to pipeline {batch.pipeline!r}, not {config.name!r}")
     if batch.status is not BatchStatus.COMMITTED:
@@ -183,7 +179,17 @@ def audit_batch(config: PipelineConfig, batch_id: int, *, recount: bool = False)
     # GX's import (~2 s of CPU, most of a fresh process's audit) overlaps the reads below, which
     # wait on the control DB and on delta-rs's own threads.
     preload_gx()
-    batch = _committed_batch(config, batch_id)
+    store = ControlStore(config.control_db_url)  # the audit's one store: reads the batch, records the report
+    try:
+        return _audit(config, store, batch_id, recount, started)
+    finally:
+        store.close()
+
+
+def _audit(
+    config: PipelineConfig, store: ControlStore, batch_id: int, recount: bool, started: float
+) -> dict[str, Any]:
+    batch = _committed_batch(config, store, batch_id)
     delta = delta_rs_table(config.output_path)
     if delta is None:
         raise BatchStateError(
@@ -202,7 +208,7 @@ def audit_batch(config: PipelineConfig, batch_id: int, *, recount: bool = False)
         config, batch_id, "audit", result, result_id, report_path, counts, time.monotonic() - started
     )
     report["read_committed_records_source"] = source
-    record_report(config, batch_id, report, raise_errors=True)
+    record_report(store, batch_id, report, raise_errors=True)
     level = logging.INFO if report["success"] else logging.ERROR
     log.log(level, "batch %s audit: %s", batch_id, json.dumps(report, default=str))
     return report

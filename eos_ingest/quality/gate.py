@@ -28,7 +28,7 @@ from eos_ingest.quality.context import (
     validate,
 )
 from eos_ingest.quality.gx_import import import_gx, quiet_gx
-from eos_ingest.quality.report import build_report, record_report
+from eos_ingest.quality.report import build_report
 from eos_ingest.quality.suite import (
     EXPECTED_ROWS,
     arrow_frame,
@@ -172,7 +172,7 @@ def gate(
     `quarantined` is the number of rows going to the quarantine table; rows + quarantined must
     equal the read_committed count of the batch's ranges. Returns the report (also logged, and
     stored as a GX validation result with a Data Docs page); raises QualityGateError naming the
-    failed critical expectations, and then records the report on the batch row.
+    failed critical expectations and carrying the report, which the batch records on its row.
 
     `recount` is start_recount(config, batch), started before the Spark read; without it the
     count is made here, after the Spark work. `staged`, the write whose files `output_rows` reads
@@ -221,5 +221,4 @@ def gate(
         f" report: {report_path})"
     )
     log.error("%s", message)
-    record_report(config, batch.batch_id, report, raise_errors=False)
-    raise QualityGateError(message)
+    raise QualityGateError(message, report)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from eos_ingest.config.pipeline import PipelineConfig
@@ -44,9 +45,9 @@ def build_report(
 
 
 def record_report(
-    config: PipelineConfig, batch_id: int, report: dict[str, Any], *, raise_errors: bool
+    store: ControlStore, batch_id: int, report: Mapping[str, Any], *, raise_errors: bool
 ) -> None:
-    store = ControlStore(config.control_db_url)
+    """Store the report on the batch row with the caller's store (the batch's, or the audit's)."""
     try:
         store.record_quality(
             batch_id,
@@ -59,5 +60,3 @@ def record_report(
             raise
         # The gate's own error is the one to report; a control DB hiccup must not mask it.
         log.exception("batch %s: could not store the gate result on the batch", batch_id)
-    finally:
-        store.close()

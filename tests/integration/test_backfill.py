@@ -73,7 +73,7 @@ def test_backfill_replaces_a_committed_range_with_exactly_one_copy_and_never_mov
         == batch.batch_id
     )
 
-    result = execute_batch(spark, config, store, batch.batch_id, store.take_fence(batch.batch_id))
+    result = execute_batch(spark, config, store, batch, store.take_fence(batch.batch_id))
 
     # p0 offsets 5-19 and p1 offsets 5-19 plus the bad value at 21; aborted records are gaps.
     assert (result.records_read, result.records_written, result.records_quarantined) == (31, 30, 1)

@@ -35,7 +35,7 @@ def planned_backfill(config, topic: str, start: int, end: int):
 def backfill(spark, config, topic: str, start: int, end: int) -> BatchResult:
     """A backfill of partition 0's [start, end), run in this process."""
     store, batch = planned_backfill(config, topic, start, end)
-    return execute_batch(spark, config, store, batch.batch_id, store.take_fence(batch.batch_id))
+    return execute_batch(spark, config, store, batch, store.take_fence(batch.batch_id))
 
 
 def refused_backfill(spark, config, topic: str, start: int, end: int) -> str:

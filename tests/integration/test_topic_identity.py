@@ -130,7 +130,7 @@ def test_a_pending_batch_of_the_old_topic_is_refused_before_reading(
     TxProducer(kafka_bootstrap).transaction(topic, rows(NEW, 30), commit=True, partition=0)
 
     with pytest.raises(TopicRecreatedError, match=f"batch {batch.batch_id}"):
-        execute_batch(spark, config, store, batch.batch_id, store.take_fence(batch.batch_id))
+        execute_batch(spark, config, store, batch, store.take_fence(batch.batch_id))
     assert not config.output_path.exists()  # nothing was read or written
     with pytest.raises(
         TopicRecreatedError, match=f"abandon --pipeline {config.name} --batch-id {batch.batch_id}"

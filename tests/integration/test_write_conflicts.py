@@ -48,7 +48,8 @@ def run_job(config, batch_id: int, log: Path, **env: str) -> tuple[int, str]:
 
 
 def rerun(spark, config, store, batch_id: int):
-    return execute_batch(spark, config, store, batch_id, store.take_fence(batch_id))
+    fence = store.take_fence(batch_id)
+    return execute_batch(spark, config, store, store.get_batch(batch_id), fence)
 
 
 def planned_over_existing_tables(spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url):
@@ -205,10 +206,10 @@ def test_a_superseded_attempt_writes_nothing_and_its_late_write_is_skipped_by_de
 
     # The zombie runs after the winner took the fence: fenced before its first write.
     with pytest.raises(FencedError):
-        execute_batch(spark, config, store, batch.batch_id, zombie_fence)
+        execute_batch(spark, config, store, batch, zombie_fence)
     assert not config.output_path.exists() and not config.quarantine_path.exists()
 
-    won = execute_batch(spark, config, store, batch.batch_id, winner_fence)
+    won = execute_batch(spark, config, store, batch, winner_fence)
     winner_rows = sorted(spark.read.format("delta").load(str(config.output_path)).collect())
 
     # A zombie that passed its fence check just before the winner took the fence writes late:
