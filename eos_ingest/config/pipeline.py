@@ -1,55 +1,17 @@
-"""Typed, validated pipeline config, read from ``pipelines/<name>.yaml``.
-
-Shape (only ``name``, ``topics`` and, for json, ``value.schema`` are required)::
-
-    name: demo                     # [a-z0-9_]+, equal to the file stem
-    topics: [demo_events]          # 1+ Kafka topic names
-    kafka:                         # librdkafka settings, passed through as strings; default:
-      bootstrap.servers: ${EOS_KAFKA_BOOTSTRAP:-127.0.0.1:9092}
-    kafka_conn_id: kafka_default   # Airflow connection whose settings join `kafka:`; null = none
-    aws_conn_id: null              # Airflow `aws` connection for s3a tables; default: the AWS_* variables
-    start_from: earliest           # earliest | latest: where a partition never seen before starts
-    max_records_per_partition: 100000   # offsets per partition per batch, >= 1
-    value:
-      format: json                 # json (default) | raw | avro (docs/formats.md)
-      schema: "id BIGINT, ts TIMESTAMP"   # Spark DDL: required for json, forbidden for raw and avro
-      # avro: schema_file (reader .avsc, required), schema_registry {url, username, password,
-      # timeout_seconds} and/or writer_schemas {id: .avsc}; paths relative to this file
-      schema_evolution: ignore     # ignore | add_columns | fail: a field the schema lacks (docs/formats.md)
-    key: {format: raw}             # raw (kafka_key BINARY) | string (UTF-8 text) | avro (a struct:
-                                   # schema_file, writer_schemas as for the value; its registry)
-    metadata: {headers: none, timestamp_type: false}   # headers: none | map | array (docs/formats.md)
-    output:
-      path: tables/demo            # default tables/<name>; relative paths are under the state folder;
-                                   # or s3a://bucket/prefix (docs/object-storage.md; PostgreSQL control DB)
-      quarantine_path: tables/demo_quarantine   # default <path>_quarantine
-      partition_by: [event_date]   # default; or kafka_topic, kafka_partition, schema columns; [] = none
-    control_db_url: sqlite:///${EOS_STATE_DIR}/control.db   # postgresql+psycopg://... too; see below
-    schedule: "@hourly"            # 5-field cron (UTC, checked with croniter) or preset; null = manual
-    expectations: []               # extra GX expectations: mappings with a "type" and its fields
-    maintenance: {schedule: "@daily", retention_hours: 168}   # optional: the eos_maintain__<name>
-                                   # DAG (OPTIMIZE + VACUUM, docs/maintenance.md); none without it
-    alerts: {max_lag_records: 100000, max_lag_seconds: 3600, schedule: "*/15 * * * *",
-             on_failure_callback: my_alerts.notify}   # optional: the eos_alerts__<name> DAG fails
-                                   # (and notifies) when the lag passes a limit (docs/alerts.md)
+"""Loading a pipeline file (``pipelines/<name>.yaml``) into its PipelineConfig.
 
 ``${VAR}`` and ``${VAR:-default}`` are expanded from the environment in every string value
 (``:-`` also replaces an empty value, as in the shell); ``EOS_STATE_DIR`` always resolves, to
-``paths.state_dir()`` when unset. Without ``control_db_url`` in the file, the control DB is
-``$EOS_CONTROL_DB_URL`` when set (a deployment's one DB for every pipeline), else the SQLite file
-``<state folder>/control.db``; a ``control_db_url`` in the file always wins. The rules are the
-pydantic model in ``config_model``; every problem of a file comes in one ``ConfigError``, a line
-each naming the file, the dotted key, the value (secrets masked, see ``redact``) and the fix. Output
-tables are local (or mounted) folders or s3a:// URIs (table_location.py).
+``paths.state_dir()`` when unset. Every problem of a file comes in one ``ConfigError``, a line each
+naming the file, the dotted key, the value (secrets masked, see ``redact``) and the fix. The keys,
+their defaults and rules are PipelineConfig's (config/model.py); pipelines/demo.yaml shows them.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from collections.abc import Hashable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -57,21 +19,17 @@ import yaml
 from pydantic import ValidationError
 
 from eos_ingest import paths
-from eos_ingest.config.model import (
-    SCHEDULE_PRESETS,
-    START_FROM,
-    VALUE_FORMATS,
-    PipelineFile,
-    ValueSection,
-)
+from eos_ingest.config.checks import SCHEDULE_PRESETS, replaced
+from eos_ingest.config.kafka import DEFAULT_KAFKA, START_FROM
+from eos_ingest.config.model import PipelineConfig
 from eos_ingest.config.network_fs import state_places, warn_once
+from eos_ingest.config.optional_dags import AlertsConfig, MaintenanceConfig
+from eos_ingest.config.output import OutputConfig
 from eos_ingest.config.pipeline_name import NAME
-from eos_ingest.config.table_location import TableLocation
+from eos_ingest.config.value import VALUE_FORMATS, MetadataConfig, ValueConfig
 from eos_ingest.errors import ConfigError
-from eos_ingest.redact import is_secret_key, redact_text, redact_url, redact_value, secrets_of
-from eos_ingest.schema.avro import load_schema_file, spark_ddl
+from eos_ingest.redact import is_secret_key, redact_text, redact_value, secrets_of
 from eos_ingest.schema.ddl import hint, parse_ddl
-from eos_ingest.schema.registry import RegistrySettings
 
 __all__ = [
     "SCHEDULE_PRESETS",
@@ -79,6 +37,7 @@ __all__ = [
     "VALUE_FORMATS",
     "AlertsConfig",
     "MaintenanceConfig",
+    "MetadataConfig",
     "OutputConfig",
     "PipelineConfig",
     "ValueConfig",
@@ -87,138 +46,12 @@ __all__ = [
     "load_pipeline",
     "load_pipeline_by_name",
     "parse_ddl",
+    "replaced",
 ]
 
-_DEFAULT_KAFKA = {"bootstrap.servers": "${EOS_KAFKA_BOOTSTRAP:-127.0.0.1:9092}"}
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 # (dotted key, value, fix): one problem of a file
 Problem = tuple[str, Any, str]
-
-
-@dataclass(frozen=True)
-class ValueConfig:
-    """How record values decode: ``json`` with the Spark DDL ``schema``, ``raw`` bytes, or ``avro``
-    in the Schema Registry wire format into the reader schema ``avro_schema`` (JSON text; ``schema``
-    is then its Spark DDL), the writer schemas coming from ``registry``."""
-
-    format: str
-    schema: str | None
-    columns: tuple[tuple[str, str], ...]
-    avro_schema: str | None = None
-    registry: RegistrySettings | None = None
-    # The .avsc files read (reader, then writers): a spark-submit ships them beside the pipeline file.
-    schema_files: tuple[Path, ...] = ()
-    # What a field the schema lacks does: ignore | add_columns | fail (formats/schema_evolution.py).
-    schema_evolution: str = "ignore"
-
-
-@dataclass(frozen=True)
-class MaintenanceConfig:
-    """OPTIMIZE + VACUUM of the tables (storage/maintenance.py): the DAG's schedule (None: manual runs
-    only) and the VACUUM retention in hours (None: Delta's 7 days, or more while a batch is planned)."""
-
-    schedule: str | None = "@daily"
-    retention_hours: float | None = None
-
-
-@dataclass(frozen=True)
-class AlertsConfig:
-    """Lag limits (service/lag_alerts.py): a limit is passed when the lag in offsets, or the age in
-    seconds of the oldest unread record, is above it (None: not checked). The eos_alerts__<name>
-    DAG checks them on `schedule` and calls `on_failure_callback` (a dotted path) when it fails."""
-
-    max_lag_records: int | None = None
-    max_lag_seconds: int | None = None
-    schedule: str | None = "*/15 * * * *"
-    on_failure_callback: str | None = None
-
-
-@dataclass(frozen=True)
-class MetadataConfig:
-    """Kafka metadata as columns: the key's format (raw bytes or text), the headers (none, a map
-    of key to value bytes, the last value of a repeated key winning, or Spark's array of
-    key/value structs) and the timestamp type (0 CreateTime, 1 LogAppendTime). The defaults
-    add nothing and keep kafka_key as bytes: the columns of a table made before them."""
-
-    key_format: str = "raw"
-    headers: str = "none"
-    timestamp_type: bool = False
-    # key_format avro: the key's reader schema (JSON text; kafka_key is its struct), its writer
-    # schemas given as files (JSON text by id; the rest from the value's registry) and those
-    # .avsc files (a spark-submit ships them beside the pipeline file).
-    key_schema: str | None = None
-    key_writer_schemas: Mapping[int, str] = field(default_factory=dict, hash=False)
-    key_schema_files: tuple[Path, ...] = ()
-
-
-@dataclass(frozen=True)
-class OutputConfig:
-    """Where batches land: absolute Delta table paths (or s3a:// URIs) and the partition columns."""
-
-    path: TableLocation
-    quarantine_path: TableLocation
-    partition_by: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    """One validated pipeline: topics in, one Delta table (plus its quarantine table) out."""
-
-    name: str
-    topics: tuple[str, ...]
-    kafka: dict[str, str] = field(hash=False)
-    kafka_conn_id: str | None
-    start_from: str
-    max_records_per_partition: int
-    value: ValueConfig
-    output: OutputConfig
-    control_db_url: str
-    schedule: str | None
-    expectations: tuple[dict[str, Any], ...] = field(hash=False)
-    source: Path = field(compare=False)
-    # True when the file has no `kafka:` section: its settings are then only the built-in default,
-    # which an Airflow connection replaces (see airflow_conn.resolve_kafka_settings).
-    kafka_is_default: bool = field(default=False, compare=False)
-    # Airflow connection of type aws whose access joins the AWS_* variables (connections/aws.py); None = none.
-    aws_conn_id: str | None = field(default=None)
-    metadata: MetadataConfig = field(default_factory=MetadataConfig)
-    # The `maintenance:` block: the eos_maintain__<name> DAG's schedule and VACUUM retention;
-    # None when the file has none (no maintenance DAG).
-    maintenance: MaintenanceConfig | None = None
-    # The `alerts:` block: lag limits and the eos_alerts__<name> DAG; None when the file has none.
-    alerts: AlertsConfig | None = None
-
-    @property
-    def output_path(self) -> TableLocation:
-        """Absolute path (or s3a:// URI) of the output Delta table."""
-        return self.output.path
-
-    @property
-    def quarantine_path(self) -> TableLocation:
-        """Absolute path (or s3a:// URI) of the quarantine Delta table."""
-        return self.output.quarantine_path
-
-    @property
-    def kafka_settings(self) -> dict[str, str]:
-        """A copy of the file's librdkafka settings (callers may add to it)."""
-        return dict(self.kafka)
-
-    @property
-    def payload_columns(self) -> list[tuple[str, str]]:
-        """``(name, type)`` of every column of the value schema; empty for raw values."""
-        return list(self.value.columns)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able view for logs and the UI, with secrets masked as ``***``."""
-        shown: dict[str, Any] = json.loads(json.dumps(asdict(self), default=str))
-        shown["kafka"] = {k: "***" if is_secret_key(k) else v for k, v in self.kafka.items()}
-        shown["control_db_url"] = redact_url(self.control_db_url)
-        registry = shown["value"].get("registry")
-        if registry:
-            registry["password"] = "***" if registry.get("password") else None
-            registry["files"] = sorted(registry.get("files") or {})  # the ids; the texts are long
-        shown["metadata"]["key_writer_schemas"] = sorted(shown["metadata"].get("key_writer_schemas") or {})
-        return shown
 
 
 def default_pipelines_dir(dags_folder: Path | None = None) -> Path:
@@ -272,7 +105,7 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 class _Loader:
-    """Reads one file, expands ${VAR}, validates it with PipelineFile and gathers every problem."""
+    """Reads one file, expands ${VAR}, validates it with PipelineConfig and gathers every problem."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -333,11 +166,14 @@ class _Loader:
         raw = self.read()
         if not isinstance(raw, dict):
             raise self.error([("<file>", raw, "it must be a mapping of keys to values")])
-        doc = self.expand(raw, "")
+        kafka_is_default = "kafka" not in raw
+        doc = self.expand(raw if not kafka_is_default else {**raw, "kafka": DEFAULT_KAFKA}, "")
         self.secrets = secrets_of(raw) + secrets_of(doc)
+        source = self.path.resolve()
         try:
-            context = {"stem": self.path.stem, "folder": self.path.resolve().parent}
-            model = PipelineFile.model_validate(doc, context=context)
+            config = PipelineConfig.model_validate(
+                doc, context={"stem": self.path.stem, "folder": source.parent}
+            )
         except ValidationError as e:
             # A key whose ${VAR} is unset is reported once, for the variable.
             unset = [key for key, _, _ in self.problems]
@@ -346,87 +182,13 @@ class _Loader:
                     self.problems.append(p)
         if self.problems:
             raise self.error(self.problems)
-        return self.config(model, kafka_is_default="kafka" not in doc)
-
-    def config(self, model: PipelineFile, kafka_is_default: bool) -> PipelineConfig:
-        value, output = model.value, model.output
-        assert output.path is not None and output.quarantine_path is not None  # filled by PipelineFile
-        kafka = model.kafka if model.kafka is not None else self.expand(_DEFAULT_KAFKA, "kafka")
-        return PipelineConfig(
-            name=model.name,
-            topics=tuple(model.topics),
-            kafka=dict(kafka),
-            kafka_is_default=kafka_is_default,
-            kafka_conn_id=model.kafka_conn_id,
-            aws_conn_id=model.aws_conn_id,
-            start_from=model.start_from,
-            max_records_per_partition=model.max_records_per_partition,
-            value=_value_config(value),
-            metadata=_metadata_config(model),
-            output=OutputConfig(output.path, output.quarantine_path, tuple(output.partition_by)),
-            control_db_url=model.control_db_url,
-            schedule=model.schedule,
-            expectations=tuple(model.expectations),
-            maintenance=(
-                MaintenanceConfig(model.maintenance.schedule, model.maintenance.retention_hours)
-                if model.maintenance is not None
-                else None
-            ),
-            alerts=AlertsConfig(**model.alerts.model_dump()) if model.alerts is not None else None,
-            source=self.path.resolve(),
-        )
-
-
-def _metadata_config(model: PipelineFile) -> MetadataConfig:
-    key = model.key
-    files = (key.schema_file, *key.writer_schemas.values()) if key.schema_file else ()
-    return MetadataConfig(
-        key.format,
-        model.metadata.headers,
-        model.metadata.timestamp_type,
-        key_schema=load_schema_file(key.schema_file) if key.schema_file else None,
-        key_writer_schemas={i: load_schema_file(path) for i, path in key.writer_schemas.items()},
-        key_schema_files=files,
-    )
-
-
-def _value_config(value: ValueSection) -> ValueConfig:
-    if value.format != "avro":
-        return ValueConfig(
-            format=value.format,
-            schema=value.schema_,
-            columns=value.columns,
-            schema_evolution=value.schema_evolution,
-        )
-    reader = value.reader_schema
-    assert reader is not None  # the model requires schema_file for avro
-    sr = value.schema_registry
-    registry = RegistrySettings(
-        url=sr.url if sr else None,
-        username=sr.username if sr else None,
-        password=sr.password if sr else None,
-        timeout_seconds=sr.timeout_seconds if sr else 10.0,
-        conn_id=sr.conn_id if sr else None,
-        files={i: load_schema_file(path) for i, path in value.writer_schemas.items()},
-    )
-    assert value.schema_file is not None
-    return ValueConfig(
-        "avro",
-        spark_ddl(reader),
-        value.columns,
-        avro_schema=reader,
-        registry=registry,
-        schema_files=(value.schema_file, *value.writer_schemas.values()),
-        schema_evolution=value.schema_evolution,
-    )
+        return config.model_copy(update={"source": source, "kafka_is_default": kafka_is_default})
 
 
 def _problem(error: Any) -> Problem:
     """(dotted key, value, fix) of one pydantic error, in the words of the file's keys."""
     loc: tuple[str | int, ...] = error["loc"]
     ctx = error.get("ctx") or {}
-    # A default that is checked (no value.schema given) is located by the field's name, not its key.
-    loc = tuple("schema" if p == "schema_" else p for p in loc)
     key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
     key += ctx.get("at", "")
     key = ctx.get("key") or key  # a check across sections names the key it is about
@@ -434,7 +196,7 @@ def _problem(error: Any) -> Problem:
     if error["type"] == "eos_config":
         return key, value, ctx["fix"]
     if error["type"] == "extra_forbidden":
-        known = PipelineFile.known_keys(loc[:-1])
+        known = PipelineConfig.known_keys(loc[:-1])
         return key, value, f"unknown key{hint(str(loc[-1]), known)}; known: {', '.join(known)}"
     if error["type"] in ("model_type", "model_attributes_type", "dict_type"):
         return key, value, "it must be a mapping of keys to values"

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from eos_ingest.config.pipeline import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig, replaced
 from eos_ingest.errors import ConfigError
 from eos_ingest.redact import is_secret_key
 
@@ -124,7 +124,7 @@ def with_kafka_overrides(config: PipelineConfig, overrides_json: str | None) -> 
         isinstance(k, str) and isinstance(v, str) for k, v in parsed.items()
     ):
         raise ConfigError(f"{KAFKA_SETTINGS_ENV} must be a JSON object of strings to strings")
-    return dataclasses.replace(config, kafka=resolve_kafka_settings(config, parsed))
+    return replaced(config, kafka=resolve_kafka_settings(config, parsed))
 
 
 def encode_settings(settings: Mapping[str, str]) -> str:
@@ -228,7 +228,7 @@ def config_for_cli(
     )
     if conn_settings is None:
         return config, None
-    return dataclasses.replace(config, kafka=resolve_kafka_settings(config, conn_settings)), conn_settings
+    return replaced(config, kafka=resolve_kafka_settings(config, conn_settings)), conn_settings
 
 
 # -- Airflow side ---------------------------------------------------------------------------------
@@ -278,7 +278,7 @@ def config_from_airflow(config: PipelineConfig) -> tuple[PipelineConfig, dict[st
     conn_settings = connection_settings_from_airflow(config.kafka_conn_id)
     if conn_settings is None:
         return config, None
-    merged = dataclasses.replace(config, kafka=resolve_kafka_settings(config, conn_settings))
+    merged = replaced(config, kafka=resolve_kafka_settings(config, conn_settings))
     log.info(
         "pipeline %s: kafka settings from connection %r: %s",
         config.name,

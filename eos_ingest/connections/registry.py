@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit
 
-from eos_ingest.config.pipeline import PipelineConfig
+from eos_ingest.config.pipeline import PipelineConfig, replaced
 from eos_ingest.connections.kafka import connection_env_name
 from eos_ingest.errors import ConfigError
 
@@ -86,8 +86,7 @@ def with_connection(config: PipelineConfig, environ: Mapping[str, str]) -> Pipel
     merged = dataclasses.replace(
         registry, url=joined["url"], username=joined["username"], password=joined["password"]
     )
-    value = dataclasses.replace(config.value, registry=merged)
-    return dataclasses.replace(config, value=value)
+    return replaced(config, value=replaced(config.value, registry=merged))
 
 
 def env_from_airflow(config: PipelineConfig) -> dict[str, str]:

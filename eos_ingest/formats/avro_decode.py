@@ -140,7 +140,7 @@ def prepare(kafka_rows: DataFrame, config: PipelineConfig, table_extra: Columns)
     fields and the table's grown columns join it)."""
     declared = config.value.avro_schema
     registry = config.value.registry
-    assert declared is not None and registry is not None  # config/pipeline.py fills both for avro
+    assert declared is not None and registry is not None  # config/value.py derives both for avro
     framed = frame(kafka_rows, "value", _ID, _BODY)
     ids = batch_ids(framed, _ID)
     writers = schema_registry.resolve(registry, ids)

@@ -42,7 +42,7 @@ def decode(kafka_rows: DataFrame, config: PipelineConfig) -> DataFrame:
     from pyspark.sql import functions as F
 
     reader = config.metadata.key_schema
-    assert reader is not None  # config/pipeline.py fills it for key.format avro
+    assert reader is not None  # config/value.py derives it for key.format avro
     framed = avro_decode.frame(kafka_rows, "key", KEY_ID, KEY_BODY)
     ids = avro_decode.batch_ids(framed, KEY_ID)
     writers = schema_registry.resolve(registry(config), ids)

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from eos_ingest.config.checks import replaced
 from eos_ingest.errors import SchemaEvolutionError
 from eos_ingest.formats import avro_decode, parser
 from eos_ingest.formats.evolution_rules import ADD_COLUMNS, FAIL, Columns, is_taken, not_a_column
@@ -77,8 +78,7 @@ def with_columns(config: PipelineConfig, columns: Sequence[tuple[str, str]]) -> 
     if not extra:
         return config
     ddl = ", ".join([config.value.schema or "", *(f"`{n}` {t}" for n, t in extra)])
-    value = dataclasses.replace(config.value, columns=tuple(columns), schema=ddl)
-    return dataclasses.replace(config, value=value)
+    return replaced(config, value=replaced(config.value, columns=tuple(columns), schema=ddl))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,14 +113,12 @@ def evolve(spark: SparkSession, kafka_rows: DataFrame, config: PipelineConfig) -
     if batch.reader == config.value.avro_schema:
         return Evolution(config, avro=batch)
     columns = tuple(record_columns(batch.reader))
-    value = dataclasses.replace(
-        config.value, avro_schema=batch.reader, columns=columns, schema=spark_ddl(batch.reader)
-    )
+    value = replaced(config.value, avro_schema=batch.reader, columns=columns, schema=spark_ddl(batch.reader))
     taken = [*(n for n, _ in config.payload_columns), *(n for n, _ in extra)]
     added = tuple((n, t) for n, t in columns if not is_taken(n, taken))
     if added:
         log.info("schema evolution: the batch adds the columns %s", ", ".join(f"{n} {t}" for n, t in added))
-    return Evolution(dataclasses.replace(config, value=value), added, batch)
+    return Evolution(replaced(config, value=value), added, batch)
 
 
 def check_parsed(parsed: DataFrame, split: parser.Split, config: PipelineConfig, batch_id: int) -> list[str]:

@@ -253,17 +253,15 @@ def check_lag(
 ) -> LagCheck:
     """The lag against the pipeline's `alerts:` limits (lag_alerts.check_lag); a limit given here
     replaces the file's. ConfigError when neither gives a limit."""
-    from dataclasses import replace
-
-    from eos_ingest.config.pipeline import AlertsConfig
+    from eos_ingest.config.pipeline import AlertsConfig, replaced
     from eos_ingest.errors import ConfigError
     from eos_ingest.service.lag_alerts import check_lag as check
 
     limits = config.alerts or AlertsConfig()
     if max_lag_records is not None:
-        limits = replace(limits, max_lag_records=max_lag_records)
+        limits = replaced(limits, max_lag_records=max_lag_records)
     if max_lag_seconds is not None:
-        limits = replace(limits, max_lag_seconds=max_lag_seconds)
+        limits = replaced(limits, max_lag_seconds=max_lag_seconds)
     if limits.max_lag_records is None and limits.max_lag_seconds is None:
         raise ConfigError(
             f"pipeline {config.name} has no lag limit: add `alerts: {{max_lag_records: N, "

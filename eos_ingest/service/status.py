@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -129,7 +128,7 @@ def pipeline_status(
             "topics": list(config.topics),
             "schedule": config.schedule,
             # The `alerts:` limits the eos_alerts__<name> DAG checks (service/lag_alerts.py); None: no alerts.
-            "alerts": None if config.alerts is None else asdict(config.alerts),
+            "alerts": None if config.alerts is None else config.alerts.model_dump(),
             "start_from": config.start_from,
             "max_records_per_partition": config.max_records_per_partition,
             "bootstrap_servers": config.kafka.get("bootstrap.servers"),

@@ -93,7 +93,7 @@ def shipped(config_path: Path) -> dict[str, str]:
 
     The YAML goes as it is, ${VAR} and all: the job expands it on the driver, as before. Its text
     never reaches the command line, only its path on the submitting machine. An Avro pipeline's
-    .avsc files go with it; the job finds them beside the YAML (config_model._schema_path).
+    .avsc files go with it; the job finds them beside the YAML (config/value.py's _schema_path).
     """
     files = [Path(config_path).resolve(), *avro_schema_files(config_path)]
     return {"py_files": str(package_zip()), "files": ",".join(str(f) for f in files)}

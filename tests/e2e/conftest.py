@@ -23,7 +23,6 @@ template.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import secrets
 import uuid
@@ -157,7 +156,7 @@ def stack(
 
     def as_airflow_sees_it(name: str) -> PipelineConfig:
         config = load_pipeline(pipelines / f"{name}.yaml")
-        return dataclasses.replace(config, kafka={**config.kafka, "bootstrap.servers": kafka_bootstrap})
+        return config.model_copy(update={"kafka": {**config.kafka, "bootstrap.servers": kafka_bootstrap}})
 
     with running_airflow(root, pipelines, env) as (api, airflow_home):
         yield Stack(

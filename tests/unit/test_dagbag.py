@@ -195,8 +195,6 @@ def test_a_pipeline_whose_dag_airflow_refuses_after_it_loads_gets_no_dag_and_hid
 ) -> None:
     """The factory's own guard behind the config check: a rule the config does not know (here a
     schedule slipped past it) costs that pipeline its DAGs, never an import error of the factory."""
-    import dataclasses
-
     from eos_ingest.airflow import dags as airflow_dags
     from eos_ingest.config.pipeline import load_pipeline as load
 
@@ -205,7 +203,7 @@ def test_a_pipeline_whose_dag_airflow_refuses_after_it_loads_gets_no_dag_and_hid
 
     def load_past_the_check(path: str | Path) -> PipelineConfig:
         config = load(path)
-        return dataclasses.replace(config, schedule="99 99 * * *") if config.name == "nightly" else config
+        return config.model_copy(update={"schedule": "99 99 * * *"}) if config.name == "nightly" else config
 
     monkeypatch.setattr(airflow_dags, "load_pipeline", load_past_the_check)  # the installed factory's
     with caplog.at_level(logging.ERROR):

@@ -34,7 +34,9 @@ def test_an_alerts_block_loads_with_its_defaults(tmp_path: Path) -> None:
     assert config.alerts == AlertsConfig(max_lag_seconds=3600, schedule="*/15 * * * *")
     assert load_pipeline(orders(tmp_path, None)).alerts is None
     full = {"max_lag_records": 5, "max_lag_seconds": 60, "schedule": "@hourly", "on_failure_callback": "a.b"}
-    assert load_pipeline(orders(tmp_path, full)).alerts == AlertsConfig(5, 60, "@hourly", "a.b")
+    assert load_pipeline(orders(tmp_path, full)).alerts == AlertsConfig(
+        max_lag_records=5, max_lag_seconds=60, schedule="@hourly", on_failure_callback="a.b"
+    )
 
 
 @pytest.mark.parametrize(
@@ -102,7 +104,9 @@ def test_the_oldest_unread_age_passes_max_lag_seconds() -> None:
 
 
 def test_figures_at_the_limits_pass_nothing() -> None:
-    check = evaluate("orders", AlertsConfig(100, 60), [row(0, 100, 60.0), row(1, 0)], None)
+    check = evaluate(
+        "orders", AlertsConfig(max_lag_records=100, max_lag_seconds=60), [row(0, 100, 60.0), row(1, 0)], None
+    )
 
     assert not check.failed and check.passed == ()
     assert check.message() == (

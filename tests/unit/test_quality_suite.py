@@ -3,7 +3,6 @@ and failure text that names the expectation. No Spark, no broker."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +51,7 @@ def pipeline(tmp_path: Path, expectations: list[dict[str, Any]]) -> PipelineConf
 def unchecked(tmp_path: Path, expectations: list[dict[str, Any]]) -> PipelineConfig:
     """A config whose expectations skipped the file's load-time check (made in code): the suite's
     own check must still name the problem."""
-    return dataclasses.replace(pipeline(tmp_path, []), expectations=tuple(expectations))
+    return pipeline(tmp_path, []).model_copy(update={"expectations": tuple(expectations)})
 
 
 def test_the_default_suite_in_the_repo_holds_the_four_checks_as_known_gx_types() -> None:
