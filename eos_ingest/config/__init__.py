@@ -4,4 +4,4 @@ loading with ${VAR} expansion and every problem in one ConfigError (pipeline.py)
 folder's files, a pipeline name's rule and length limit, where a table lives (a folder or an s3a://
 URI), the expectation types it may name, the network-file-system warning.
 
-Imports schema/, plan/ and the package root."""
+Imports schema/ and the package root."""

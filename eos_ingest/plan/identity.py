@@ -3,7 +3,7 @@
 Offsets only mean something for one topic on one cluster. A topic deleted and recreated under the
 same name gets a new topic id (the UUID the broker assigns at creation) and restarts at offset 0;
 once it is refilled past the committed offset its offsets look normal, so only the id tells the
-incarnations apart. `kafka_offsets` reads the ids, `control_store` records them per
+incarnations apart. `kafka/offsets` reads the ids, `control/store` records them per
 (pipeline, topic) and compares them inside every plan's transaction; the decision is here, so a
 table of cases tests it. No I/O.
 """

@@ -1,7 +1,7 @@
 """Pure planning: partition offsets in, offset ranges out (docs/exactly-once.md, step 1).
 
 No I/O and no Kafka, Spark or database imports: `kafka_offsets` fetches the log-start and last
-stable offsets, `control_store` supplies the committed offsets and persists the plan. Keeping the
+stable offsets, `control/store` supplies the committed offsets and persists the plan. Keeping the
 decision here makes every rule testable by a table of cases.
 """
 

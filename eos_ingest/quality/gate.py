@@ -79,7 +79,7 @@ def preload_gx(hide: Iterable[str] = ()) -> Future[bool]:
 
     GX's import costs ~3 s of CPU. Started here it overlaps the session's start, which keeps one
     core of two busy; started with the read (start_recount) it competed with Spark's tasks for
-    both, and a small batch paid it in full. `hide`: as quality_suite.import_gx."""
+    both, and a small batch paid it in full. `hide`: as quality/gx_import.import_gx."""
     return _executor().submit(_import_gx, tuple(hide))
 
 

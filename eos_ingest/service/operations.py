@@ -174,7 +174,7 @@ def audit_batches(
 
     audit_process: the caller's process does nothing else with GX (the CLI's audit command, the
     validate task), so GX imports without its pyspark bindings when pyspark is not imported yet:
-    ~0.12 s of CPU less (deferred_modules.hidden). Such a process validates pandas frames only.
+    ~0.12 s of CPU less (quality/gx_import.hidden). Such a process validates pandas frames only.
     """
     if audit_process:
         from eos_ingest.quality.gate import preload_gx
