@@ -7,6 +7,7 @@ import asyncio
 import importlib.metadata
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -94,6 +95,13 @@ def test_the_gate_reads_the_installed_version() -> None:
     assert KEEPS_THE_LAST_BYTES  # requirements.lock's kafka-python==3.0.12 needs the fix
 
 
+def _run(coroutine: Any) -> Any:
+    """The coroutine's result, from a loop of its own in a thread: an earlier test of the session
+    (the browser tests' Playwright) may leave an event loop running in this thread."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def test_outside_the_known_versions_the_manager_builds_kafka_pythons_own_transports(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -107,4 +115,4 @@ def test_outside_the_known_versions_the_manager_builds_kafka_pythons_own_transpo
     for keeps, expected in ((True, _TCPTransport), (False, KafkaTCPTransport)):
         monkeypatch.setattr(python_net, "KEEPS_THE_LAST_BYTES", keeps)
         built.__class__ = KafkaTCPTransport
-        assert type(asyncio.run(manager._build_transport(None))) is expected
+        assert type(_run(manager._build_transport(None))) is expected
