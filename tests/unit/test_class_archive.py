@@ -11,7 +11,7 @@ import pytest
 from eos_ingest.spark import class_archive
 from eos_ingest.spark.session import DEFAULT_DRIVER_JVM_PROFILE, DRIVER_JVM_PROFILES
 from eos_ingest.spark.submit import job_conf
-from tests.fake_jars import fake_jars_state
+from tests.fake_jars import fake_jars_state, local_jars_env
 
 OPTION = "spark.driver.extraJavaOptions"
 LOCAL_DRIVER_JAVA_OPTIONS = DRIVER_JVM_PROFILES[DEFAULT_DRIVER_JVM_PROFILE]
@@ -20,11 +20,7 @@ LOCAL_DRIVER_JAVA_OPTIONS = DRIVER_JVM_PROFILES[DEFAULT_DRIVER_JVM_PROFILE]
 @pytest.fixture()
 def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A state folder with the jar names local_jars() asks for (tests/fake_jars.py)."""
-    folder = fake_jars_state(tmp_path / "state")
-    monkeypatch.setenv("EOS_STATE_DIR", str(folder))
-    monkeypatch.delenv("EOS_DRIVER_JVM_PROFILE", raising=False)
-    monkeypatch.delenv("EOS_DRIVER_JAVA_OPTIONS", raising=False)
-    return folder
+    return local_jars_env(tmp_path, monkeypatch)
 
 
 def make_archive() -> Path:

@@ -11,7 +11,7 @@ import pytest
 from eos_ingest.errors import ConfigError
 from eos_ingest.spark.session import DRIVER_JVM_PROFILES, local_driver_java_options
 from eos_ingest.spark.submit import job_conf
-from tests.fake_jars import fake_jars_state
+from tests.fake_jars import local_jars_env
 
 OPTION = "spark.driver.extraJavaOptions"
 
@@ -19,11 +19,7 @@ OPTION = "spark.driver.extraJavaOptions"
 @pytest.fixture(autouse=True)
 def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """No class-data archive: the options are the profile's alone."""
-    folder = fake_jars_state(tmp_path / "state")
-    monkeypatch.setenv("EOS_STATE_DIR", str(folder))
-    monkeypatch.delenv("EOS_DRIVER_JVM_PROFILE", raising=False)
-    monkeypatch.delenv("EOS_DRIVER_JAVA_OPTIONS", raising=False)
-    return folder
+    return local_jars_env(tmp_path, monkeypatch)
 
 
 def test_the_two_core_profile_is_the_default_of_a_local_master() -> None:
