@@ -36,12 +36,13 @@ from eos_ingest.plan.identity import check_batch_identity
 from eos_ingest.quality import gate as quality
 from eos_ingest.quality.report import record_report
 from eos_ingest.redact import redact_text, secrets_of
-from eos_ingest.storage import writer
+from eos_ingest.storage.table_format import Txn, txn_app_id
+from eos_ingest.storage.table_formats import output_format
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from eos_ingest.storage.staged_write import StagedReplace
+    from eos_ingest.storage.table_format import StagedWrite
 
 log = logging.getLogger(__name__)
 
@@ -134,18 +135,19 @@ def execute_batch(
     batch_config = evolution.config
     parsed = parser.parse(kafka_rows, batch_config, batch_id, evolution.avro)
     table_txn = _txn(config, batch, fence, "table")
+    table_format = output_format()
     rows = parser.output_rows(parsed, batch_config)  # the table's rows (a skipped write's gate reads them)
     observation: list[Any] = []  # the counts observed by the try's staged write
     splits: list[parser.Split] = []  # the counts of each try that reached its gate
     quarantine_write: Future[int] | None = None
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eos-quarantine")
 
-    def stage_table() -> StagedReplace:
+    def stage_table() -> StagedWrite:
         # One Spark pass reads, parses, counts (observed) and writes the table's files; they are
-        # committed only after the gate (storage/staged_write.py), so no reader sees them before.
+        # committed only after the gate (storage/table_format.py), so no reader sees them before.
         observed, observed_by = parser.observe_split(parsed, batch_id)
         observation[:] = [observed_by]
-        return writer.stage(
+        return table_format.stage(
             spark,
             parser.output_rows(observed, batch_config),
             str(config.output_path),
@@ -156,7 +158,7 @@ def execute_batch(
             merge_schema=evolution.merge_schema,
         )
 
-    def gate_table(staged: StagedReplace) -> None:
+    def gate_table(staged: StagedWrite) -> None:
         nonlocal quarantine_write
         split = None if staged.skipped else parser.observed_split(observation[0])
         if split is None or split.quarantined or split.unknown_fields or split.type_changed:
@@ -208,7 +210,7 @@ def execute_batch(
             # An empty replace: limit(0) plans as an empty relation, so Kafka is not read again,
             # and no Python worker starts (createDataFrame([]) is a Python RDD: ~1 s per job).
             quarantine = quarantine.limit(0)
-        return writer.replace_ranges(
+        return table_format.replace_ranges(
             spark,
             quarantine,
             str(config.quarantine_path),
@@ -221,7 +223,7 @@ def execute_batch(
     try:
         # Every try that commits is one whose staged files passed the gate (a lost conflict stages
         # and gates anew); the quarantine's replace is written once, beside the first commit try.
-        version = writer.commit_staged(
+        version = table_format.commit_staged(
             stage_table,
             str(config.output_path),
             batch_id,
@@ -285,11 +287,10 @@ def _check_identity(config: PipelineConfig, store: ControlStore, batch: Batch) -
     check_batch_identity(batch.batch_id, batch.pipeline, pairs, recorded, current)
 
 
-def _txn(config: PipelineConfig, batch: Batch, fence: int, table: str) -> writer.Txn:
-    """Delta's idempotent-write identity of this attempt's write to `table`: a write by an older
-    fence (a zombie) after a newer one is skipped by Delta itself."""
-    app_id = writer.txn_app_id(config.name, batch.batch_id, batch.created_at.isoformat(), table)
-    return writer.Txn(app_id, fence)
+def _txn(config: PipelineConfig, batch: Batch, fence: int, table: str) -> Txn:
+    """The idempotent-write identity of this attempt's write to `table`: a write by an older
+    fence (a zombie) after a newer one is skipped by the table format itself."""
+    return Txn(txn_app_id(config.name, batch.batch_id, batch.created_at.isoformat(), table), fence)
 
 
 def _error_text(config: PipelineConfig, exc: Exception) -> str:

@@ -42,7 +42,7 @@ from eos_ingest.quality.suite import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from eos_ingest.storage.staged_write import StagedReplace
+    from eos_ingest.storage.table_format import StagedWrite
 
 __all__ = ["cached_frame", "committed_record_count", "gate", "preload_gx", "start_recount", "warm_up"]
 
@@ -165,7 +165,7 @@ def gate(
     output_rows: DataFrame,
     quarantined: int,
     recount: Future[int] | None = None,
-    staged: StagedReplace | None = None,
+    staged: StagedWrite | None = None,
 ) -> dict[str, Any]:
     """Step 5: validate the batch's output rows before anything is written or committed.
 

@@ -21,7 +21,6 @@ import logging
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
@@ -30,6 +29,7 @@ from eos_ingest.errors import ConfigError, PartialWriteError, WriteConflictError
 from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.storage.object_stores import delta_rs_uri, storage_options
 from eos_ingest.storage.staged_write import StagedReplace, stage_replace
+from eos_ingest.storage.table_format import ReplaceResult, Txn
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,25 +54,6 @@ _TABLE_CONSTRAINT = re.compile(
 _NOT_NULL_VIOLATED = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
 
 
-@dataclass(frozen=True)
-class Txn:
-    """Delta's idempotent-write identity of one attempt: app id (pipeline, batch, table) and fence."""
-
-    app_id: str
-    fence: int
-
-
-@dataclass(frozen=True)
-class ReplaceResult:
-    """version: the Delta version holding the batch's rows. attempts: tries made (1 = no conflict).
-    written_by_fence: the fence of the attempt whose write the table holds; a value other than the
-    caller's fence means Delta skipped this write because a newer attempt had written."""
-
-    version: int
-    attempts: int
-    written_by_fence: int | None
-
-
 def _sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -87,12 +68,6 @@ def ranges_predicate(ranges: Sequence[PlannedRange]) -> str:
         for r in sorted(ranges, key=lambda r: (r.topic, r.partition))
     ]
     return " OR ".join(clauses)
-
-
-def txn_app_id(pipeline: str, batch_id: int, created_at: str, table: str) -> str:
-    """The stable txnAppId of a batch's writes to one table. The batch's creation time is part of
-    it, so a batch id reused by a recreated control database never matches an old batch's writes."""
-    return f"eos-ingest/{pipeline}/batch-{batch_id}/{created_at}/{table}"
 
 
 def conflict_attempts() -> int:

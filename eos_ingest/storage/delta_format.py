@@ -1,0 +1,78 @@
+"""Delta Lake behind storage/table_format.TableFormat: the staged replaceWhere of storage/writer.py
+(its files from Delta's own WriteIntoDelta, storage/staged_write.py), committed with Delta's
+optimistic transaction and its idempotent txnAppId/txnVersion."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, cast
+
+from eos_ingest.storage import writer
+from eos_ingest.storage.staged_write import StagedReplace
+from eos_ingest.storage.table_format import ReplaceResult, StagedWrite, TableFormat, Txn
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from eos_ingest.plan.ranges import PlannedRange
+
+
+class DeltaFormat:
+    name = "delta"
+
+    def stage(
+        self,
+        spark: SparkSession,
+        rows: DataFrame,
+        path: str,
+        ranges: Sequence[PlannedRange],
+        batch_id: int,
+        partition_by: Sequence[str] = (),
+        *,
+        txn: Txn | None = None,
+        merge_schema: bool = False,
+    ) -> StagedWrite:
+        return writer.stage(
+            spark, rows, path, ranges, batch_id, partition_by, txn=txn, merge_schema=merge_schema
+        )
+
+    def commit_staged(
+        self,
+        stage_once: Callable[[], StagedWrite],
+        path: str,
+        batch_id: int,
+        *,
+        txn: Txn | None = None,
+        check: Callable[[StagedWrite], None] | None = None,
+        before_write: Callable[[], None] | None = None,
+        before_commit: Callable[[], None] | None = None,
+    ) -> ReplaceResult:
+        # Every StagedWrite this format's stage() makes is a StagedReplace.
+        return writer.commit_staged(
+            cast("Callable[[], StagedReplace]", stage_once),
+            path,
+            batch_id,
+            txn=txn,
+            check=check,
+            before_write=before_write,
+            before_commit=before_commit,
+        )
+
+    def replace_ranges(
+        self,
+        spark: SparkSession,
+        rows: DataFrame,
+        path: str,
+        ranges: Sequence[PlannedRange],
+        batch_id: int,
+        partition_by: Sequence[str] = (),
+        *,
+        txn: Txn | None = None,
+        before_write: Callable[[], None] | None = None,
+    ) -> ReplaceResult:
+        return writer.replace_ranges(
+            spark, rows, path, ranges, batch_id, partition_by, txn=txn, before_write=before_write
+        )
+
+
+DELTA: TableFormat = DeltaFormat()
