@@ -94,7 +94,7 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dic
     spec, out = root / "spec.json", root / "answers.json"
     spec.write_text(json.dumps({"roles": ROLES, "users": USERS, "paths": PATHS}))
     run = subprocess.run(
-        [sys.executable, "-m", "tests.integration.fab_page_app", str(spec), str(out)],
+        [sys.executable, "-m", "tests.integration.airflow.fab_page_app", str(spec), str(out)],
         env=env, cwd=paths.REPO_ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-4000:]

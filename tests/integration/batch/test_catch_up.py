@@ -17,12 +17,12 @@ from eos_ingest.plan.ranges import TopicPartition
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.spark.submit import spark_submit_argv
 from tests.fixtures.pipelines import pending_scheduled_batch, verify_pipeline
-from tests.integration.test_failures import finish, planned_batch, wait_for_pause
+from tests.integration.batch.test_failures import finish, planned_batch, wait_for_pause
 from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.integration
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def test_a_kill_in_a_later_batch_loses_only_that_batch_and_a_rerun_catches_up_in_one_session(

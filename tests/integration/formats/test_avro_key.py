@@ -18,8 +18,8 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
-from tests.integration.test_avro import V1, framed
-from tests.integration.test_avro_registry import schema_id
+from tests.integration.formats.test_avro import V1, framed
+from tests.integration.formats.test_avro_registry import schema_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)]
 

@@ -15,7 +15,7 @@ from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.integration
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def test_run_on_a_standalone_cluster_runs_the_batch_in_the_workers_executors_exactly_once(

@@ -2,7 +2,7 @@
 configuration once per process): Airflow's API server app with the FAB auth manager, real FAB
 roles and users in the metadata DB, and the Ingestion page asked for paths by each user.
 
-    python -m tests.integration.fab_page_app <spec.json> <answers.json>
+    python -m tests.integration.airflow.fab_page_app <spec.json> <answers.json>
 
 spec.json: {"roles": {role: [DAG resource, ...]}, "users": {user: role}, "paths": [path, ...]}.
 Each user logs in through FAB's POST /auth/token with a password; answers.json holds, per user and

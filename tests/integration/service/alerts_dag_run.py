@@ -1,7 +1,7 @@
 """Run one DAG once with Airflow's own `dag.test()` (the task runner, its callbacks), in a process
 of its own: test_lag_alerts starts it with a throw-away AIRFLOW_HOME and a migrated SQLite DB.
 
-python -m tests.integration.alerts_dag_run <dag id>  -> prints the run's and each task's state.
+python -m tests.integration.service.alerts_dag_run <dag id>  -> prints the run's and each task's state.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 
 from eos_ingest import paths
 from tests.fixtures.kafka import free_ports
-from tests.integration.test_stack_script import port_open
+from tests.integration.stack.test_stack_script import port_open
 
 pytestmark = pytest.mark.integration
 

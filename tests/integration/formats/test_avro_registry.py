@@ -17,7 +17,7 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
-from tests.integration.test_avro import V1, V2
+from tests.integration.formats.test_avro import V1, V2
 from tests.kafka_helpers import TxProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)]

@@ -27,7 +27,7 @@ from eos_ingest.quality.gx_import import (
     in_one_chunk,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PROBES = ("eos_probe_plain", "eos_probe_pkg", "eos_probe_pkg.sub", "eos_probe_broken")
 
 

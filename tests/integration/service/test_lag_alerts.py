@@ -19,7 +19,7 @@ from eos_ingest.cli import main as cli_main
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import EXIT_LAG_LIMIT
 from eos_ingest.service.operations import open_store
-from tests.integration.test_status import ingest_first_batch
+from tests.integration.service.test_status import ingest_first_batch
 from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.integration
@@ -141,7 +141,7 @@ def test_the_alerts_dag_fails_when_a_limit_is_passed_and_calls_its_notifier(
     subprocess.run([str(airflow), "db", "migrate"], env=env, check=True, capture_output=True, timeout=600)
 
     run = subprocess.run(
-        [sys.executable, "-m", "tests.integration.alerts_dag_run", "eos_alerts__itest"],
+        [sys.executable, "-m", "tests.integration.service.alerts_dag_run", "eos_alerts__itest"],
         env=env, cwd=paths.REPO_ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
 

@@ -33,7 +33,7 @@ def load(folder: Path, value: dict[str, Any]):
 def test_the_default_is_ignore_which_keeps_todays_tables(tmp_path: Path) -> None:
     config = load(tmp_path, {"format": "json", "schema": "id BIGINT"})
     assert config.value.schema_evolution == "ignore"
-    demo = yaml.safe_load((Path(__file__).parents[2] / "pipelines" / "demo.yaml").read_text())
+    demo = yaml.safe_load((Path(__file__).parents[3] / "pipelines" / "demo.yaml").read_text())
     assert demo["value"]["schema_evolution"] == "ignore"
 
 
