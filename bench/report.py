@@ -1,6 +1,6 @@
 """The pure parts of `make bench`: phases from log lines, medians and ratios, targets, the README.
 
-Nothing here runs a process or reads a clock; tests/unit/test_bench_report.py covers it.
+Nothing here runs a process or reads a clock; tests/unit/bench/test_report.py covers it.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ log = logging.getLogger("bench.table_growth")
 
 
 # ---------------------------------------------------------------------------------------------
-# Pure helpers (tests/unit/test_table_growth.py)
+# Pure helpers (tests/unit/bench/test_table_growth.py)
 
 
 def parse_sizes(text: str) -> list[int]:

@@ -1,4 +1,4 @@
-"""Run by tests/integration/test_page_permissions.py in its own process (Airflow reads its
+"""Run by tests/integration/airflow/test_page_permissions.py in its own process (Airflow reads its
 configuration once per process): Airflow's API server app with the FAB auth manager, real FAB
 roles and users in the metadata DB, and the Ingestion page asked for paths by each user.
 

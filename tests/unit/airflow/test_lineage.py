@@ -3,7 +3,7 @@
 The spark_ingest task of each DAG, as the DAG factory builds it, goes through the provider's own
 ExtractorManager (what its listener calls on task start, success and failure), and the result is
 emitted as real START/COMPLETE events by the provider's adapter into the OpenLineage client's
-file transport, then read back. tests/integration/test_lineage_dag_run.py does the same through
+file transport, then read back. tests/integration/airflow/test_lineage_dag_run.py does the same through
 a real DAG run and the provider's listener.
 """
 

@@ -1,5 +1,5 @@
 """key.format avro: the key's reader and writer schemas, the value's registry it shares, and every
-refusal naming the file, the key and the fix. No Spark (the decoding: integration/test_avro_key.py)."""
+refusal naming the file, the key and the fix. No Spark (the decoding: integration/formats/test_avro_key.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The header count's pieces that need no broker: the settings' translation, and a batch whose
 offsets have gaps (compaction), built with kafka-python's own v2 batch writer.
 
-The transactional logic runs on the broker's real bytes in tests/integration/test_header_counts.py.
+The transactional logic runs on the broker's real bytes in tests/integration/kafka/test_header_counts.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """value.format avro: the reader schema's columns, the writer schemas' sources, and every refusal
-naming the file, the key and the fix. No Spark, no broker (the decoding: integration/test_avro.py)."""
+naming the file, the key and the fix. No Spark, no broker (the decoding: integration/formats/test_avro.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Lag has one implementation (eos_ingest.service.status), used by the Ingestion page and `eos-ingest status`.
 
 Pure cases of partition_status, then pipeline_status over a real SQLite control DB with the Kafka
-offsets given (the broker's side is tests/integration/test_status.py).
+offsets given (the broker's side is tests/integration/service/test_status.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A real SQLite control DB holding 10,000 batches, written by the control store's own insert in one
 transaction (plan + commit per batch takes ~80 ms here: 14 minutes for 10,000). Kafka is a closed
-port, or its timestamps are given: the broker's side is tests/integration/test_status.py.
+port, or its timestamps are given: the broker's side is tests/integration/service/test_status.py.
 """
 
 from __future__ import annotations

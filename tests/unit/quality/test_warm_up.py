@@ -9,7 +9,7 @@ import pytest
 
 from eos_ingest.quality import context as gx_context
 from eos_ingest.quality import gate as quality
-from tests.unit.quality.test_quality_suite import pipeline, unchecked
+from tests.unit.quality.test_suite import pipeline, unchecked
 
 
 @pytest.fixture(autouse=True)
