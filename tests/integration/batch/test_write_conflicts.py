@@ -15,6 +15,7 @@ from eos_ingest.errors import FencedError
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.spark.submit import spark_submit_argv
 from eos_ingest.storage import writer
+from eos_ingest.storage.table_format import Txn, txn_app_id
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.kafka_helpers import TxProducer
 from tests.process_helpers import wait_for_pause
@@ -216,11 +217,11 @@ def test_a_superseded_attempt_writes_nothing_and_its_late_write_is_skipped_by_de
     # Delta skips its write (lower txnVersion for the batch's app id), and its commit is fenced.
     from pyspark.sql import functions as F
 
-    app_id = writer.txn_app_id(config.name, batch.batch_id, batch.created_at.isoformat(), "table")
+    app_id = txn_app_id(config.name, batch.batch_id, batch.created_at.isoformat(), "table")
     zombie_rows = spark.read.format("delta").load(str(config.output_path)).withColumn("name", F.lit("zombie"))
     late = writer.replace_ranges(
         spark, zombie_rows.localCheckpoint(), str(config.output_path), batch.ranges, batch.batch_id,
-        config.output.partition_by, txn=writer.Txn(app_id, zombie_fence),
+        config.output.partition_by, txn=Txn(app_id, zombie_fence),
     )  # fmt: skip
     assert late.written_by_fence == winner_fence and late.version == won.delta_version
     assert sorted(spark.read.format("delta").load(str(config.output_path)).collect()) == winner_rows
