@@ -5,7 +5,7 @@ export EOS_STATE_DIR ?= $(ROOT)/.state
 VENV := $(ROOT)/.venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup stack-up stack-down spark-up spark-down lint docs test test-unit bench chaos clean lock
+.PHONY: setup stack-up stack-down spark-up spark-down lint docs test test-unit test-pythons bench chaos clean lock
 
 setup:
 	@scripts/setup.sh
@@ -49,10 +49,21 @@ test: lint
 test-unit: setup
 	$(PY) -m pytest -p no:cacheprovider tests/unit $(PYTEST_ARGS)
 
-# Re-resolve requirements.in into the committed lock (hashes included).
+# The unit tests and a real batch (the wheel test: broker, spark-submit, Delta, GX) on each other
+# Python the package supports, in venvs with the lock's pins (scripts/pythons.sh: 3.12, 3.13).
+# `make test` runs a short part of it (tests/integration/test_pythons.py).
+test-pythons: setup
+	@for version in $$(scripts/pythons.sh versions); do \
+	  python="$$(scripts/pythons.sh venv $$version)" || exit 1; \
+	  echo "== Python $$version: $$python"; \
+	  "$$python" -m pytest -p no:cacheprovider tests/unit tests/integration/test_wheel.py $(PYTEST_ARGS) || exit 1; \
+	done
+
+# Re-resolve requirements.in into the committed lock (hashes included): universal, one set of pins
+# for every Python the package supports (3.11 to 3.13; markers where a package differs).
 lock:
-	$(VENV)/bin/uv pip compile requirements.in -o requirements.lock --python-version 3.11 \
-	  --python-platform x86_64-manylinux_2_28 --generate-hashes -q
+	$(VENV)/bin/uv pip compile requirements.in -o requirements.lock --universal --python-version 3.11 \
+	  --generate-hashes -q
 
 # Removes all generated state: venv, jars, Kafka data, databases, Delta tables.
 clean: stack-down
