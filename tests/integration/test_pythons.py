@@ -18,7 +18,9 @@ from eos_ingest import paths
 pytestmark = pytest.mark.integration
 
 PYTHONS = paths.REPO_ROOT / "scripts" / "pythons.sh"
-VERSIONS = subprocess.run([str(PYTHONS), "versions"], capture_output=True, text=True, check=True).stdout.split()
+VERSIONS = subprocess.run(
+    [str(PYTHONS), "versions"], capture_output=True, text=True, check=True
+).stdout.split()
 
 IMPORT_EVERY_MODULE = """
 import importlib, json, pkgutil, sys
