@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -60,8 +61,10 @@ def test_every_module_imports(python: str) -> None:
     assert ".".join(map(str, report["version"])) in VERSIONS
 
 
-def test_the_dag_folder_and_the_gx_import_tricks_hold(python: str) -> None:
+def test_the_dag_folder_and_the_gx_import_tricks_hold(python: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_", "AIRFLOW__", "PYTEST_"))}
+    # Not the unit tests' shared AIRFLOW_HOME: the suite's own DagBag test may run beside this one.
+    env["AIRFLOW_HOME"] = str(tmp_path / "airflow")
     done = subprocess.run(
         [
             python, "-m", "pytest", "-q", "-p", "no:cacheprovider",

@@ -21,8 +21,12 @@ import pytest
 from eos_ingest import paths
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 
-# Airflow reads its config when first imported: a throw-away AIRFLOW_HOME, never ~/airflow.
-os.environ.setdefault("AIRFLOW_HOME", str(paths.state_dir() / "airflow-unit-tests"))
+# Airflow reads its config when first imported: a throw-away AIRFLOW_HOME, never ~/airflow; one
+# per pytest-xdist worker, as each writes its airflow.cfg there.
+os.environ.setdefault(
+    "AIRFLOW_HOME",
+    str(paths.state_dir() / f"airflow-unit-tests-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"),
+)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 # Airflow's logging setup lowers the root level to INFO; py4j would then log "Closing down
 # clientserver connection" from a destructor at exit, after pytest has closed the streams.

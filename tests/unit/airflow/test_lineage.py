@@ -23,8 +23,12 @@ from eos_ingest import paths
 from eos_ingest.airflow.lineage import kafka_namespace, table_dataset
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 
-# Airflow reads its config when first imported: a throw-away AIRFLOW_HOME, never ~/airflow.
-os.environ.setdefault("AIRFLOW_HOME", str(paths.state_dir() / "airflow-unit-tests"))
+# Airflow reads its config when first imported: a throw-away AIRFLOW_HOME, never ~/airflow; one
+# per pytest-xdist worker, as each writes its airflow.cfg there.
+os.environ.setdefault(
+    "AIRFLOW_HOME",
+    str(paths.state_dir() / f"airflow-unit-tests-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"),
+)
 
 
 def _pipeline(tmp_path: Path, **overrides: Any) -> PipelineConfig:
