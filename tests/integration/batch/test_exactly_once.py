@@ -13,6 +13,7 @@ from eos_ingest.errors import OffsetsLostError, TopicRecreatedError
 from eos_ingest.formats import parser
 from eos_ingest.plan.ranges import PlannedRange, TopicPartition
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
+from tests.fixtures.postgres import on_control_db
 from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.integration
@@ -28,6 +29,7 @@ def output_ids(spark, config) -> list[int]:
     )
 
 
+@on_control_db("sqlite")
 def test_aborted_transactions_never_appear(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:
@@ -47,6 +49,7 @@ def test_aborted_transactions_never_appear(
     assert report.expected == 60
 
 
+@on_control_db("postgresql")
 def test_transaction_open_at_plan_time_is_not_read_and_the_next_batch_reads_it_whole(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:
@@ -90,6 +93,7 @@ def test_empty_plan_creates_no_batch(
     assert len(store.list_batches(config.name)) == 1
 
 
+@on_control_db("sqlite")
 def test_partition_added_to_the_topic_is_ingested_from_its_start(
     spark, kafka_bootstrap, kafka_admin, make_topic, make_pipeline, control_db_url
 ) -> None:
@@ -237,6 +241,7 @@ def test_malformed_values_go_to_quarantine_with_their_identity(
     assert verify_pipeline(spark, config).ok
 
 
+@on_control_db("postgresql")
 def test_a_batch_with_nothing_to_quarantine_clears_its_ranges_in_the_quarantine_table(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:

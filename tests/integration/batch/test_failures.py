@@ -16,6 +16,7 @@ from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.spark.submit import spark_submit_argv
 from tests.fixtures.pipelines import verify_pipeline
+from tests.fixtures.postgres import on_control_db
 from tests.kafka_helpers import TxProducer
 from tests.process_helpers import wait_for_pause
 
@@ -59,6 +60,7 @@ def planned_batch(bootstrap: str, topic: str, make_pipeline, control_db_url: str
     return config, store, batch
 
 
+@on_control_db("postgresql")
 def test_kill_9_between_delta_write_and_commit_then_rerun_leaves_exactly_one_copy(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
 ) -> None:

@@ -20,6 +20,7 @@ from eos_ingest.errors import OffsetsLostError
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.spark.submit import spark_submit_argv
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
+from tests.fixtures.postgres import on_control_db
 from tests.kafka_helpers import TxProducer, watermarks
 
 pytestmark = pytest.mark.integration
@@ -49,6 +50,7 @@ def planned_then_deleted(kafka_bootstrap, kafka_admin, make_topic, make_pipeline
     return topic, config, store, batch
 
 
+@on_control_db("sqlite")
 def test_records_deleted_between_plan_and_read_fail_the_batch_with_the_way_out(
     spark, kafka_bootstrap, kafka_admin, make_topic, make_pipeline, control_db_url, tmp_path: Path
 ) -> None:
@@ -104,6 +106,7 @@ def test_pending_batch_whose_records_were_deleted_fails_at_plan_time_without_spa
     assert [b.batch_id for b in store.list_batches(config.name)] == [batch.batch_id]
 
 
+@on_control_db("postgresql")
 def test_allow_data_loss_abandons_the_lost_pending_batch_and_runs_a_new_one(
     spark, kafka_bootstrap, kafka_admin, make_topic, make_pipeline, control_db_url, capfd
 ) -> None:

@@ -24,6 +24,7 @@ from eos_ingest.quality import gate as quality
 from eos_ingest.quality.audit import audit_batch
 from eos_ingest.service.verify import read_committed_identities
 from tests.fixtures.pipelines import ingest_once
+from tests.fixtures.postgres import on_control_db
 from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.integration
@@ -65,6 +66,7 @@ def table(spark, config):
     return spark.read.format("delta").load(str(config.output_path))
 
 
+@on_control_db("postgresql")
 def test_audit_passes_after_a_normal_batch_and_is_stored_on_the_batch(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:

@@ -16,6 +16,7 @@ from eos_ingest.errors import BackfillRangeError
 from eos_ingest.plan.ranges import PlannedRange, TopicPartition
 from eos_ingest.service.backfill import create_backfill, parse_request, plan_backfill
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
+from tests.fixtures.postgres import on_control_db
 from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.integration
@@ -41,6 +42,7 @@ def delta_version(spark, path) -> int:
     return int(DeltaTable.forPath(spark, str(path)).history(1).first()["version"])
 
 
+@on_control_db("sqlite")
 def test_backfill_replaces_a_committed_range_with_exactly_one_copy_and_never_moves_offsets(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:
