@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from eos_ingest.config.pipeline import PipelineConfig
@@ -36,6 +36,7 @@ WINDOW = timedelta(hours=24)
 # of its samples: a catch-up's sample per batch would otherwise be thousands, and a peak is what
 # a lag chart must not lose.
 BUCKETS = 288
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 BATCHES = 30
 
 
@@ -97,7 +98,7 @@ def pipeline_trends(
             "lag_records": sample.lag_records,
             "oldest_unread_age_s": sample.oldest_unread_age_s,
         }
-        for sample, count in _largest_per_bucket(store.lag_samples_since(pipeline, since), since, window)
+        for sample, count in _largest_per_bucket(store.lag_samples_since(pipeline, since), window)
     ]
     recent = [status.batch_status(b) for b in reversed(store.list_batches(pipeline, batches))]
     keys = (
@@ -116,15 +117,14 @@ def pipeline_trends(
     }
 
 
-def _largest_per_bucket(
-    samples: Sequence[LagSample], since: datetime, window: timedelta
-) -> list[tuple[LagSample, int]]:
+def _largest_per_bucket(samples: Sequence[LagSample], window: timedelta) -> list[tuple[LagSample, int]]:
     """One sample per BUCKETS-th of the window: at the bucket's newest sample's time, with the
-    bucket's largest lag and largest known age; and how many samples it stands for."""
+    bucket's largest lag and largest known age; and how many samples it stands for. The buckets
+    are fixed on the clock (every 5 minutes from the epoch), so a reload groups samples alike."""
     size = window / BUCKETS
     buckets: dict[int, list[LagSample]] = {}
     for sample in samples:
-        buckets.setdefault(int((sample.sampled_at - since) / size), []).append(sample)
+        buckets.setdefault((sample.sampled_at - EPOCH) // size, []).append(sample)
     merged = []
     for group in buckets.values():
         ages = [s.oldest_unread_age_s for s in group if s.oldest_unread_age_s is not None]
