@@ -81,14 +81,14 @@ def time_chart(
         _empty(svg, empty)
         return _markup(figure)
     _value_axis(svg, top, fmt)
-    xy = [
-        (_time_x(p.ago_s, window_s), _value_y(p.value, top)) for p in sorted(points, key=lambda p: -p.ago_s)
-    ]
+    # Oldest first; of points read at one instant the one given last is the newest (the page's own).
+    ordered = sorted(points, key=lambda p: -p.ago_s)
+    xy = [(_time_x(p.ago_s, window_s), _value_y(p.value, top)) for p in ordered]
     if len(xy) > 1:
         ET.SubElement(
             svg, "polyline", {"class": "line", "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)}
         )
-    newest = min(points, key=lambda p: p.ago_s)
+    newest = ordered[-1]
     x, y = xy[-1]
     dot = ET.SubElement(svg, "circle", {"class": "dot", "cx": f"{x:.1f}", "cy": f"{y:.1f}", "r": "2.5"})
     ET.SubElement(dot, "title").text = newest.label

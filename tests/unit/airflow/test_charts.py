@@ -111,6 +111,14 @@ def test_points_outside_the_window_are_held_at_its_edges_and_all_zeros_lie_on_th
     assert texts(svg)[:2] == ["0", "0"]
 
 
+def test_of_points_read_at_one_instant_the_last_given_is_the_newest() -> None:
+    svg = svg_of(
+        lag_chart([TimePoint(60, 3, "a sample"), TimePoint(0, 5, "a sample now"), TimePoint(0, 9, "now: 9")])
+    )
+    (dot,) = svg.iter("circle")
+    assert dot.findtext("title") == "now: 9" and float(dot.get("cy", "")) == TOP  # 9 is the largest
+
+
 def test_one_point_is_a_dot_without_a_line() -> None:
     svg = svg_of(lag_chart([TimePoint(0, 7, "now: 7")]))
     assert not list(svg.iter("polyline"))
