@@ -42,8 +42,9 @@ BATCHES = 30
 
 def lag_figures(partitions: Sequence[Mapping[str, Any]]) -> tuple[int, float | None]:
     """The pipeline's lag from status.partition_status rows with status.oldest_unread's ages:
-    (the sum of the positive lags, as the page's total lag; the largest age: 0 when nothing is
-    unread, None when a lagging partition's record was not read in time)."""
+    (the sum of the positive lags, as the page's total lag; the largest known age, as the page's
+    total row: 0 when nothing is unread, None when no age is known because a lagging partition's
+    record was not read in time)."""
     records = sum(max(p["lag"], 0) for p in partitions if p["lag"] is not None)
     ages = [p["oldest_unread_age_s"] for p in partitions if p.get("oldest_unread_age_s") is not None]
     if ages:
