@@ -2,13 +2,16 @@
 
 Airflow loads it through the package's ``airflow.plugins`` entry point (pyproject.toml), so an
 Airflow with eos-ingest installed has it; no file in the plugins folder (it would load it twice).
-Wiring only: the data comes from eos_ingest.service.status, the HTML from the Jinja2 templates in
-eos_ingest/templates/ (autoescaped). The API server mounts the app at /eos-ingest (see docs/ui.md):
+Wiring only: the data comes from eos_ingest.service.status and .trends, the HTML from the Jinja2
+templates in eos_ingest/templates/ (autoescaped), the charts' SVG from page_charts. The API server
+mounts the app at /eos-ingest (see docs/ui.md):
 
     /eos-ingest/                        every pipeline: lag, last batch, links (a broken file is a row)
-    /eos-ingest/pipelines/<name>        one pipeline: partitions and a page of batches
+    /eos-ingest/pipelines/<name>        one pipeline: charts of its lag and last batches, partitions
+                                        and a page of batches
                                         (?batches=N, ?before=<id> older, ?after=<id> newer)
-    /eos-ingest/api/pipelines/<name>    the same as JSON (eos_ingest.service.status.pipeline_status)
+    /eos-ingest/api/pipelines/<name>    the same as JSON (eos_ingest.service.status.pipeline_status,
+                                        the charts' data under "trends": service/trends.py)
     /eos-ingest/data-docs/<path>        the Great Expectations Data Docs site, read-only
 
 Every endpoint requires a logged-in Airflow user (the session cookie of the UI, or a bearer token),
@@ -104,7 +107,7 @@ def build_app() -> FastAPI:
         except ConfigError as exc:  # no pipelines folder
             raise HTTPException(404, str(exc)) from exc
         try:
-            return _status(file, batches, before=before, after=after)
+            return _status(file, batches, before=before, after=after, trends=True)
         except _Unavailable as exc:
             raise HTTPException(exc.code, str(exc)) from exc
 
@@ -229,15 +232,24 @@ class _Unavailable(Exception):
 
 
 def _status(
-    file: PipelineFile, batches: int, *, before: int | None = None, after: int | None = None
+    file: PipelineFile,
+    batches: int,
+    *,
+    before: int | None = None,
+    after: int | None = None,
+    trends: bool = False,
 ) -> dict[str, Any]:
-    """pipeline_status of one file, with its Airflow Kafka connection merged as the DAG does."""
+    """pipeline_status of one file, with its Airflow Kafka connection merged as the DAG does; with
+    `trends`, also its lag samples and last batches for the charts (service/trends.py)."""
+    from datetime import UTC, datetime
+
     from sqlalchemy.exc import SQLAlchemyError
 
     from eos_ingest.connections.kafka import config_from_airflow
     from eos_ingest.errors import ConfigError, EosIngestError
     from eos_ingest.redact import redact_text
     from eos_ingest.service.status import pipeline_status, status_store
+    from eos_ingest.service.trends import pipeline_trends
 
     if file.config is None:
         raise _Unavailable(422, file.error or "invalid pipeline file")
@@ -247,7 +259,11 @@ def _status(
         raise _Unavailable(422, str(exc)) from exc
     try:
         store = status_store(config.control_db_url)
-        return pipeline_status(config, store, batches=batches, before=before, after=after)
+        now = datetime.now(UTC)
+        shown = pipeline_status(config, store, batches=batches, before=before, after=after, now=now)
+        if trends:
+            shown["trends"] = pipeline_trends(store, config.name, now)
+        return shown
     except (EosIngestError, SQLAlchemyError) as exc:
         # SQLAlchemy's and the driver's messages may quote the URL: redacted before it is shown.
         raise _Unavailable(503, redact_text(f"control DB: {type(exc).__name__}: {exc}")) from exc
@@ -279,16 +295,15 @@ def _templates() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=_num, ts=_ts, quote=quote)
+    # The charts and the tables format a figure with the same function, so they read the same.
+    from eos_ingest.airflow import page_charts as charts
+
+    env.filters.update(
+        num=charts.count_text, ts=charts.time_text, age=charts.age_text, unread=charts.unread_text,
+        duration=charts.duration_text, quote=quote,
+    )  # fmt: skip
+    env.globals["pipeline_charts"] = charts.pipeline_charts
     return env
-
-
-def _num(value: int | None) -> str:
-    return "\u2014" if value is None else f"{value:,}"
-
-
-def _ts(value: str | None) -> str:
-    return "\u2014" if value is None else value[:19].replace("T", " ") + " UTC"
 
 
 def render(template: str, **context: Any) -> str:

@@ -22,6 +22,7 @@ from sqlalchemy import (
     Connection,
     DateTime,
     Dialect,
+    Float,
     ForeignKeyConstraint,
     Index,
     Integer,
@@ -56,6 +57,13 @@ class BatchStatus(enum.StrEnum):
     ABANDONED = "abandoned"
 
 
+class LagSource(enum.StrEnum):
+    """Where a lag sample was read: a plan of a scheduled batch, or a lag check (check-lag, the alerts DAG)."""
+
+    PLAN = "plan"
+    CHECK_LAG = "check-lag"
+
+
 class UtcDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC datetimes on every backend (SQLite keeps no offset, so UTC is implied)."""
 
@@ -84,9 +92,9 @@ def utc_now() -> datetime:
 _Id = BigInteger().with_variant(Integer(), "sqlite")
 
 
-def _one_of(column: str, values: type[enum.Enum]) -> CheckConstraint:
+def _one_of(column: str, values: type[enum.Enum], table: str = "eos_batches") -> CheckConstraint:
     allowed = ", ".join(f"'{v.value}'" for v in values)
-    return CheckConstraint(f"{column} IN ({allowed})", name=f"ck_eos_batches_{column}")
+    return CheckConstraint(f"{column} IN ({allowed})", name=f"ck_{table}_{column}")
 
 
 metadata = MetaData()
@@ -199,6 +207,29 @@ vacuum_locks = Table(
 )
 
 
+lag_samples = Table(
+    "eos_lag_samples",
+    metadata,
+    # A pipeline's lag as a plan or a lag check read it (schema version 4): the history the
+    # Ingestion page charts. Bounded per pipeline by control/lag_samples.py (its age and row cap).
+    Column("sample_id", _Id, primary_key=True, autoincrement=True),
+    Column("pipeline", String(200), nullable=False),
+    Column("sampled_at", UtcDateTime, nullable=False),
+    Column("source", String(16), nullable=False),
+    # The sum of the partitions' positive lags (LSO - committed offset), as the page's total lag.
+    Column("lag_records", BigInteger, nullable=False),
+    # The age of the oldest unread record, in seconds: 0 when nothing is unread, NULL when it was
+    # not read (a plan reads no record) or Kafka did not return it in time.
+    Column("oldest_unread_age_s", Float),
+    _one_of("source", LagSource, "eos_lag_samples"),
+    CheckConstraint("lag_records >= 0", name="ck_eos_lag_samples_nonnegative"),
+)
+# Both the page's read (a pipeline's samples since a time) and the pruning (the oldest first) use it.
+Index(
+    "ix_eos_lag_samples_pipeline", lag_samples.c.pipeline, lag_samples.c.sampled_at, lag_samples.c.sample_id
+)
+
+
 def _v2_topic_identity(conn: Connection) -> None:
     """Version 2: the per (pipeline, topic) identity table and eos_batch_ranges.topic_id. Existing
     pipelines have no recorded identity; their next plan records the current one."""
@@ -211,8 +242,13 @@ def _v3_vacuum_lock(conn: Connection) -> None:
     vacuum_locks.create(conn)
 
 
+def _v4_lag_samples(conn: Connection) -> None:
+    """Version 4: the lag samples the page's charts read (empty: the history starts with the next plan)."""
+    lag_samples.create(conn)  # with its index
+
+
 # MIGRATIONS[i] moves a database from version i + 1 to i + 2. Append only; never edit a released one.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v2_topic_identity, _v3_vacuum_lock)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v2_topic_identity, _v3_vacuum_lock, _v4_lag_samples)
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 
 

@@ -5,20 +5,22 @@ It implements steps 1 (plan), 2 (fence) and 7 (commit) of the exactly-once proto
 retry, a zombie attempt or a second scheduler can never move offsets twice.
 
 ControlStore is the one door: it owns the transactions and delegates their bodies by concept to
-scheduled_plan (step 1), backfill, offset_reset, vacuum_lock and queries (rows and reads).
+scheduled_plan (step 1), backfill, offset_reset, vacuum_lock, lag_samples (the page's lag history)
+and queries (rows and reads).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, and_, select, update
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
-from eos_ingest.control import backfill, offset_reset, scheduled_plan, vacuum_lock
+from eos_ingest.control import backfill, lag_samples, offset_reset, scheduled_plan, vacuum_lock
 from eos_ingest.control import queries as q
 from eos_ingest.control.engine import TransactionRunner
+from eos_ingest.control.lag_samples import LagSample
 from eos_ingest.control.queries import Batch, RangeRecord
 from eos_ingest.control.schema import BatchKind, BatchStatus, batches, utc_now
 from eos_ingest.control.schema import ensure_schema as _ensure_schema
@@ -27,7 +29,7 @@ from eos_ingest.plan.identity import KafkaIdentity, TopicIdentity
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 from eos_ingest.redact import redact_text
 
-__all__ = ["Batch", "BatchKind", "BatchStatus", "ControlStore", "RangeRecord"]
+__all__ = ["Batch", "BatchKind", "BatchStatus", "ControlStore", "LagSample", "RangeRecord"]
 
 
 class ControlStore:
@@ -379,6 +381,29 @@ class ControlStore:
             )
 
         return self._db.run(run, write=True)
+
+    # -- lag history ---------------------------------------------------------------------------
+
+    def record_lag_sample(
+        self,
+        pipeline: str,
+        sample: LagSample,
+        *,
+        keep: timedelta = lag_samples.KEEP,
+        max_per_pipeline: int = lag_samples.MAX_PER_PIPELINE,
+    ) -> None:
+        """Record a reading of the pipeline's lag and drop its samples older than `keep` before it
+        or beyond the newest `max_per_pipeline`, in one transaction."""
+        self._db.run(
+            lambda conn: lag_samples.insert_sample(
+                conn, pipeline, sample, keep=keep, max_per_pipeline=max_per_pipeline
+            ),
+            write=True,
+        )
+
+    def lag_samples_since(self, pipeline: str, since: datetime) -> list[LagSample]:
+        """The pipeline's lag samples taken at or after `since`, oldest first."""
+        return self._db.run(lambda conn: lag_samples.samples_since(conn, pipeline, since), write=False)
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EosIngestError
 from eos_ingest.kafka.offsets import fetch_partition_offsets
 from eos_ingest.plan.ranges import PartitionOffsets
-from eos_ingest.service import status
+from eos_ingest.service import status, trends
 
 RECORDS, SECONDS = "max_lag_records", "max_lag_seconds"
 
@@ -144,18 +144,24 @@ def check_lag(
     limits: AlertsConfig,
     *,
     read_offsets: Callable[[], list[PartitionOffsets]] | None = None,
+    read_timestamps: Callable[[Mapping[tuple[str, int], int]], Mapping[tuple[str, int], int | None]]
+    | None = None,
     now: datetime | None = None,
 ) -> LagCheck:
     """Read the lag as service/status.py does (offsets with the planner's retries: a broker that does not
-    answer raises KafkaUnavailableError) and evaluate `limits`.
+    answer raises KafkaUnavailableError) and evaluate `limits`. `read_offsets` and `read_timestamps`
+    replace the Kafka reads (as in status.pipeline_status).
 
     A check whose age limit could not be checked, and passes no limit otherwise, raises
-    LagUnknownError (retriable): silence is not a fresh pipeline."""
+    LagUnknownError (retriable): silence is not a fresh pipeline. Every check whose offsets were
+    read records them as a sample of the pipeline's lag history (trends.record_check), first."""
     committed = store.committed_offsets(config.name)
     offsets = (read_offsets or (lambda: fetch_partition_offsets(config.kafka_settings, config.topics)))()
     partitions = status.partition_status(committed, offsets, config.start_from)
-    unread_error = status.oldest_unread(config, partitions, None, now or datetime.now(UTC))
+    unread_error = status.oldest_unread(config, partitions, read_timestamps, now or datetime.now(UTC))
     result = evaluate(config.name, limits, partitions, unread_error)
+    # Before any verdict: an unknown age is a gap in the age's history, the lag is still a sample.
+    trends.record_check(config.name, store, partitions)
     if result.unknown and not result.failed:
         raise LagUnknownError(f"pipeline {config.name}: {result.unknown}; run the check again")
     return result

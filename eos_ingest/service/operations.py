@@ -18,6 +18,7 @@ from eos_ingest.connections.kafka import KAFKA_SETTINGS_ENV, connection_settings
 from eos_ingest.control.store import Batch, BatchKind, BatchStatus, ControlStore
 from eos_ingest.kafka.offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.plan.ranges import TopicPartition, plan_ranges
+from eos_ingest.service import trends
 from eos_ingest.service.backfill import BackfillRequest, create_backfill, parse_request
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.spark.submit import spark_submit_argv
@@ -47,7 +48,8 @@ def plan_batch(
     Kafka's cluster id and topic ids, read with the offsets, are checked against the recorded ones
     first (TopicRecreatedError / ClusterMismatchError, exit 2). A pending batch whose ranges Kafka
     has deleted since raises OffsetsLostError before any Spark work; with allow_data_loss it is
-    abandoned and a new batch planned from the log start.
+    abandoned and a new batch planned from the log start. A plan that succeeds records the lag it
+    read as a sample of the pipeline's lag history (trends.record_plan).
 
     A table with a Delta feature the staged replace cannot keep its guarantees on (deletion
     vectors, column mapping, ...: storage/table_features.py) is refused first, with ConfigError."""
@@ -55,7 +57,7 @@ def plan_batch(
     snapshot = fetch_snapshot(config.kafka_settings, config.topics)
     offsets = snapshot.offsets
     note = "data loss accepted by --allow-data-loss" if allow_data_loss else None
-    return store.plan_scheduled(
+    planned = store.plan_scheduled(
         config.name,
         lambda committed: plan_ranges(
             committed,
@@ -70,6 +72,9 @@ def plan_batch(
         log_starts={TopicPartition(o.topic, o.partition): o.log_start for o in offsets},
         allow_data_loss=allow_data_loss,
     )
+    # The lag this plan read, for the page's history (a warning, never a failed plan, if not recorded).
+    trends.record_plan(config, store, offsets)
+    return planned
 
 
 def check_tables(config: PipelineConfig) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from eos_ingest.config.pipeline import PipelineConfig
-from eos_ingest.control.store import Batch, ControlStore
+from eos_ingest.control.store import Batch, BatchStatus, ControlStore
 from eos_ingest.errors import EosIngestError
 from eos_ingest.kafka.offsets import fetch_partition_offsets
 from eos_ingest.kafka.timestamps import first_record_timestamps
@@ -44,6 +44,7 @@ from eos_ingest.redact import redact_text, redact_tree, secrets_of
 from eos_ingest.storage.maintenance import table_maintenance_status
 
 __all__ = [
+    "batch_duration_s",
     "batch_page",
     "batch_status",
     "oldest_unread",
@@ -323,10 +324,23 @@ def batch_status(batch: Batch) -> dict[str, Any]:
         "created_at": batch.created_at.isoformat(),
         "updated_at": batch.updated_at.isoformat(),
         "committed_at": None if batch.committed_at is None else batch.committed_at.isoformat(),
+        "duration_s": batch_duration_s(batch),
         "ranges": [
             {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in batch.ranges
         ],
     }
+
+
+def batch_duration_s(batch: Batch) -> float | None:
+    """Seconds from the batch's plan to its commit, or to its failure or abandon (its last update);
+    None while it is planned. Everything between counts: the wait for Spark, the read, the gate."""
+    if batch.committed_at is not None:
+        end = batch.committed_at
+    elif batch.status is BatchStatus.PLANNED:
+        return None
+    else:
+        end = batch.updated_at
+    return round(max((end - batch.created_at).total_seconds(), 0.0), 3)
 
 
 def _dq_summary(result_json: str | None) -> dict[str, Any]:

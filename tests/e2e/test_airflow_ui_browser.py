@@ -1,6 +1,7 @@
 """The three things users do in the Airflow UI, done in headless Chromium as a person does them:
-log in, trigger an ingest from its DAG page, review the batch on Browse -> Ingestion and its
-data-quality report, backfill a range from the trigger form, and see an invalid range refused.
+log in, trigger an ingest from its DAG page, review the batch on Browse -> Ingestion (its row and
+the page's charts) and its data-quality report, backfill a range from the trigger form, and see an
+invalid range refused.
 
 Against the session's one `airflow standalone` (tests/e2e/conftest.py), on its pipeline ``ui``.
 Each step leaves a screenshot in $EOS_STATE_DIR/browser/<test>/NN-<step>.png. Every wait is
@@ -114,6 +115,51 @@ def see_batch_row(frame: FrameLocator, batch: Batch) -> None:
         expect(cells.nth(column)).to_have_text(f"{value:,}")
 
 
+CHART_TITLES = {
+    "lag": "Lag (offsets), last 24 h",
+    "oldest-unread": "Oldest unread record, last 24 h",
+    "duration": "Duration, plan to commit, last",
+    "written": "Records written, last",
+    "quarantined": "Records quarantined, last",
+}
+
+
+def see_charts(frame: FrameLocator, batch: Batch) -> None:
+    """The pipeline page's charts: each there, titled for people and for screen readers, and each
+    ending at the value the page's tables show: the lag charts at the partitions' total row (the
+    page's own reading, "now"), the batch charts at `batch`'s row (the newest batch)."""
+    from playwright.sync_api import expect
+
+    expect(frame.locator("figure.chart")).to_have_count(len(CHART_TITLES))
+    for name, title in CHART_TITLES.items():
+        figure = frame.locator(f"figure[data-chart='{name}']")
+        expect(figure.locator(".chart-title")).to_contain_text(title)
+        svg = figure.locator("svg[role='img']")
+        expect(svg).to_have_attribute("aria-labelledby", f"chart-{name}-title chart-{name}-desc")
+        expect(svg.locator(f"title#chart-{name}-title")).to_contain_text(title)
+        expect(svg.locator(f"desc#chart-{name}-desc")).not_to_be_empty()
+    # The lag: the sample the run's plan recorded, then the page's reading, drawn as a line.
+    lag = frame.locator("figure[data-chart='lag']")
+    expect(lag.locator("polyline.line")).to_have_count(1)
+    for name, total in (("lag", "#total-lag"), ("oldest-unread", "#total-unread")):
+        figure = frame.locator(f"figure[data-chart='{name}']")
+        expect(figure.locator(".chart-when")).to_have_text("now")
+        expect(figure.locator(".chart-value")).to_have_text(frame.locator(total).inner_text())
+    # A plan reads no record: the age's history comes from lag checks, and the chart says so.
+    expect(frame.locator("figure[data-chart='oldest-unread'] .chart-note")).to_contain_text("check-lag")
+    row = frame.locator(f"#batch-{batch.batch_id}")
+    cells = row.locator("td")
+    for name, shown in (
+        ("duration", row.locator(".duration")),
+        ("written", cells.nth(6)),
+        ("quarantined", cells.nth(7)),
+    ):
+        figure = frame.locator(f"figure[data-chart='{name}']")
+        expect(figure.locator(".chart-when")).to_have_text(f"batch {batch.batch_id}")
+        expect(figure.locator(".chart-value")).to_have_text(shown.inner_text())
+    expect(frame.locator("figure[data-chart='written'] rect.bar").last).to_be_visible()
+
+
 def control_store(stack: Stack) -> ControlStore:
     store = ControlStore(stack.ui_config.control_db_url)
     store.ensure_schema()  # the tables exist once a task ran; this test may look before
@@ -178,9 +224,12 @@ def test_a_person_ingests_reviews_the_quality_report_and_backfills_a_range(
     assert (batch.kind.value, batch.status.value, batch.dq_success) == ("scheduled", "committed", True)
     assert batch.records_read and batch.records_quarantined, batch  # the topic holds bad values too
 
-    # Browse -> Ingestion: the batch with its counts.
+    # Browse -> Ingestion: the batch with its counts, and the charts ending at its figures.
     frame = open_ingestion(page, stack, screenshots, "ingestion-page")
     see_batch_row(frame, batch)
+    see_charts(frame, batch)
+    frame.locator("#trends").scroll_into_view_if_needed()
+    screenshots(page, "ingestion-charts")
 
     # Its data-quality report: every expectation passed.
     frame.locator(f"#batch-{batch.batch_id}").get_by_role("link", name="report").click()
@@ -227,6 +276,7 @@ def test_a_person_ingests_reviews_the_quality_report_and_backfills_a_range(
     assert (backfill.kind.value, backfill.status.value) == ("backfill", "committed"), backfill
     frame = open_ingestion(page, stack, screenshots, "ingestion-page-with-backfill")
     see_batch_row(frame, backfill)
+    see_charts(frame, backfill)  # the newest batch now
     expect(frame.locator(f"#batch-{backfill.batch_id}")).to_contain_text(
         f"{stack.ui_topic}[0] [0, {committed[0]:,})"
     )
@@ -270,7 +320,7 @@ def test_the_ingestion_page_follows_the_browsers_dark_mode(
     colours and font, with no script involved; light stays white."""
     from playwright.sync_api import expect
 
-    looks = {}
+    looks, charts = {}, {}
     for scheme in ("dark", "light"):
         context = browser.new_context(
             viewport={"width": 1400, "height": 900}, locale="en-US", color_scheme=scheme
@@ -283,12 +333,21 @@ def test_the_ingestion_page_follows_the_browsers_dark_mode(
             looks[scheme] = frame.locator("body").evaluate(
                 "b => [getComputedStyle(b).backgroundColor, getComputedStyle(b).color, getComputedStyle(b).fontFamily]"
             )
+            # The charts take the theme's colours: a chart's plot area is the tables' header colour.
+            charts[scheme] = frame.locator("body").evaluate(
+                "b => [getComputedStyle(b.querySelector('figure.chart svg .frame')).fill,"
+                " getComputedStyle(b.querySelector('th')).backgroundColor,"
+                " getComputedStyle(b.querySelector('figure.chart svg text')).fill]"
+            )
         finally:
             context.close()
     assert looks["dark"][0] == "oklch(0.11 0.025 251)", looks  # Airflow's gray.950
     assert looks["dark"][1] == "oklch(0.985 0.004 253)", looks  # gray.50
     assert looks["light"][0] == "rgb(255, 255, 255)", looks
     assert looks["dark"][2].startswith("Inter,"), looks
+    for scheme in ("dark", "light"):
+        assert charts[scheme][0] == charts[scheme][1], charts  # gray.900 in dark, gray.50 in light
+    assert charts["dark"][0] != charts["light"][0] and charts["dark"][2] != charts["light"][2], charts
 
 
 def test_backfill_times_are_picked_in_the_users_time_zone_and_sent_in_utc(

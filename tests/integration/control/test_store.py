@@ -499,6 +499,7 @@ def _downgrade_to_version_1(control_db_url: str) -> None:
     """What a version-1 database holds: the tables without what migration 1 -> 2 adds."""
     engine = create_engine(control_db_url)
     with engine.begin() as conn:
+        conn.execute(text("DROP TABLE eos_lag_samples"))  # what 3 -> 4 adds
         conn.execute(text("DROP TABLE eos_vacuum_lock"))  # what 2 -> 3 adds
         conn.execute(text("DROP TABLE eos_topic_identity"))
         conn.execute(text("ALTER TABLE eos_batch_ranges DROP COLUMN topic_id"))
@@ -516,13 +517,15 @@ def test_a_version_1_database_is_migrated_and_its_next_plan_records_the_identity
     old.close()
     _downgrade_to_version_1(control_db_url)
     engine = create_engine(control_db_url)
-    assert not {"eos_topic_identity", "eos_vacuum_lock"} & set(inspect(engine).get_table_names())
+    assert not {"eos_topic_identity", "eos_vacuum_lock", "eos_lag_samples"} & set(
+        inspect(engine).get_table_names()
+    )
 
     store = ControlStore(control_db_url)
     store.ensure_schema()
     store.ensure_schema()  # idempotent at the new version
 
-    assert SCHEMA_VERSION == 3 and sql(select(schema_version.c.version), fetch=True) == [(3,)]
+    assert SCHEMA_VERSION == 4 and sql(select(schema_version.c.version), fetch=True) == [(4,)]
     inspector = inspect(engine)
     for table in metadata.sorted_tables:  # the same columns as a database created fresh
         columns = {c["name"]: c["nullable"] for c in inspector.get_columns(table.name)}

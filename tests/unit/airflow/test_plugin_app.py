@@ -15,7 +15,9 @@ import shlex
 import subprocess
 import sys
 import tomllib
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -310,6 +312,9 @@ def test_every_text_of_a_status_is_escaped_on_both_pages(
     )  # fmt: skip
     shown["batches"][0]["dq_success"] = False
     shown["batches"][0]["dq_critical_failures"] = poisoned(["critical"])
+    shown["trends"]["lag"] = poisoned(
+        [{"at": "2026-11-25T11:00:00+00:00", "ago_s": 3600.0, "samples": 1, "lag_records": 3, "oldest_unread_age_s": 9.0}]
+    )  # fmt: skip
     pages = {
         "pipeline": plugin.render("pipeline.html", s=shown, batches=2, data_docs=True),
         "index": plugin.render(
@@ -331,6 +336,12 @@ def test_every_text_of_a_status_is_escaped_on_both_pages(
     failed = shown["batches"][0]
     for text in (shown["partitions"][0]["note"], failed["dq_critical_failures"][0], failed["error"]):
         assert str(markupsafe.escape(text)) in pages["pipeline"]  # shown, as text
+    # The charts' labels too: each chart parses, and a tooltip holds the poisoned values as text.
+    tips = [t.text or "" for chart in figures(pages["pipeline"]).values() for t in chart.iter("title")]
+    assert len(figures(pages["pipeline"])) == 5
+    newest = shown["trends"]["batches"][-1]
+    assert f"batch {newest['batch_id']} ({newest['kind']}, {newest['status']})" in "\n".join(tips)
+    assert any(tip.startswith(shown["trends"]["lag"][0]["at"][:19]) for tip in tips)
 
 
 def test_templates_load_from_the_package_whatever_the_working_directory(
@@ -518,3 +529,59 @@ def test_the_page_shows_each_table_with_its_files_size_and_last_maintenance(
     assert '<td class="num">2</td><td class="num">3</td>' in row.group(1)  # version 2, 3 files
     assert "none yet" in row.group(1)
     assert re.search(r"<tr><td>quarantine</td><td colspan=\"4\" class=\"muted\">not written yet", page)
+
+
+# -- charts: the lag samples and the last batches (eos_ingest.service.trends, airflow/page_charts.py) ----
+
+
+def figures(page: str) -> dict[str, ET.Element]:
+    """The page's charts by name, each parsed as XML (so each is well-formed on its own)."""
+    found = [ET.fromstring(f) for f in re.findall(r'<figure class="chart".*?</figure>', page, re.S)]
+    return {f.get("data-chart", ""): f for f in found}
+
+
+def latest(figure: ET.Element) -> tuple[str | None, str | None]:
+    shown = figure.find("figcaption/span[@class='chart-latest']")
+    assert shown is not None, ET.tostring(figure)
+    return shown.findtext("span[@class='chart-when']"), shown.findtext("span[@class='chart-value']")
+
+
+def test_the_page_charts_the_recorded_lag_and_the_last_batches_as_its_tables_show_them(
+    client: TestClient, site: dict[str, Any]
+) -> None:
+    from eos_ingest.config.pipeline import load_pipeline
+    from eos_ingest.control.store import LagSample
+    from eos_ingest.service.trends import LagSource
+
+    store = ControlStore(load_pipeline(site["folder"] / "demo.yaml").control_db_url)
+    now = datetime.now(UTC).replace(microsecond=0)
+    store.record_lag_sample("demo", LagSample(now - timedelta(hours=2), LagSource.PLAN, 30, None))
+    store.record_lag_sample("demo", LagSample(now - timedelta(hours=1), LagSource.CHECK_LAG, 12, 40.0))
+    store.record_lag_sample(
+        "demo", LagSample(now - timedelta(hours=30), LagSource.PLAN, 999, None)
+    )  # too old
+    store.close()
+
+    page = client.get("/pipelines/demo").text
+    charts = figures(page)
+
+    assert list(charts) == ["lag", "oldest-unread", "duration", "written", "quarantined"]
+    assert page.index('id="trends"') < page.index("<h2>Tables</h2>")  # above the tables
+    # Kafka is down: the lag charts end at their last sample, named by its time; the table has no lag.
+    at = (now - timedelta(hours=1)).isoformat()[:19].replace("T", " ") + " UTC"
+    assert latest(charts["lag"]) == (at, "12") and latest(charts["oldest-unread"]) == (at, "40 s")
+    assert "999" not in ET.tostring(charts["lag"], encoding="unicode")
+    assert '<td class="num" id="total-lag">\u2014</td><td class="num" id="total-unread">unknown</td>' in page
+    # The batch charts end at the newest batch with the figure: the same text as its row.
+    rows = {
+        int(i): row for i, row in re.findall(r'<tr id="batch-(\d+)"[^>]*>(.*?)</tr>', page, re.S)
+    }  # fmt: skip
+    assert latest(charts["written"]) == (f"batch {site['b1']}", "9")  # b2 failed: nothing written
+    assert '<td class="num">9</td><td class="num">1</td>' in rows[site["b1"]]  # written, quarantined
+    assert latest(charts["quarantined"]) == (f"batch {site['b1']}", "1")
+    when, took = latest(charts["duration"])
+    assert when == f"batch {site['b2']}" and f'took <span class="duration">{took}</span>' in rows[site["b2"]]
+    # The JSON has the same history under "trends".
+    body = client.get("/api/pipelines/demo").json()["trends"]
+    assert [(p["lag_records"], p["oldest_unread_age_s"]) for p in body["lag"]] == [(30, None), (12, 40.0)]
+    assert [b["batch_id"] for b in body["batches"]] == [site["b1"], site["b2"]]
