@@ -11,7 +11,12 @@ the S3 API server (stack/s3.sh: s3proxy, filesystem provider) and the tests' Pos
    `--commits` Delta commits of one small file to a new s3a table and time only the log commit:
    one with Delta's default s3a log store, one with the control DB as the coordinator
    (JdbcLogStore). Median milliseconds of each, and their difference.
-2. One batch: `--records` records (bench.workload: ~200 B JSON values, 6 partitions, 5% in aborted
+2. Commits that race (`--race-rounds`, 0 skips it): two Spark applications
+   (bench/object_storage_race_app.py) add a row each to one s3a table per round, committing at the
+   same instant. Without the coordinator they run until a round where both got the same version
+   (one commit vanished though both saw success), up to `--race-rounds`; then as many rounds with
+   the coordinator. The commits lost in each arm, found by reading the table with delta-rs.
+3. One batch: `--records` records (bench.workload: ~200 B JSON values, 6 partitions, 5% in aborted
    transactions), then `eos-ingest run` of the whole topic as one batch into a new pipeline on a
    local table and on an s3a table, alternately, `--runs` times each; median wall seconds.
 
@@ -43,10 +48,11 @@ from bench.chaos.procs import free_ports
 from bench.workload import SCHEMA, produce
 from eos_ingest import paths
 from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars, spark_submit_binary, spark_submit_env
-from eos_ingest.storage.object_stores import LOG_STORE_CONF
+from eos_ingest.storage.object_stores import LOG_STORE_CONF, S3Access, delta_rs_uri
 
 RESULTS = paths.REPO_ROOT / "bench" / "results" / "object_storage.jsonl"
 COMMITS_APP = paths.REPO_ROOT / "bench" / "object_storage_commits_app.py"
+RACE_APP = paths.REPO_ROOT / "bench" / "object_storage_race_app.py"
 CLI = str(Path(sys.executable).with_name("eos-ingest"))
 
 
@@ -126,6 +132,75 @@ def commit_times(aws: dict[str, str], db_url: str, commits: int, coordinator: bo
     return list(json.loads(done.stdout.strip().splitlines()[-1])["commit_ms"])
 
 
+def race(
+    table: str, aws: dict[str, str], db_url: str, work: Path, coordinator: bool, rounds: int
+) -> list[tuple[str, int]]:
+    """The two race applications started together on the s3a `table`, up to `rounds` rounds each:
+    the (writer, round) of every commit they reported as a success. Each must exit 0."""
+    barrier = work / f"race-{uuid.uuid4().hex[:8]}"
+    barrier.mkdir(parents=True)
+    conf = {**DELTA_CONF, **LOCAL_CONF, "spark.log.level": "WARN", **(LOG_STORE_CONF if coordinator else {})}
+    argv = [spark_submit_binary(), "--master", "local[1]", "--driver-memory", "512m",
+            "--jars", ",".join(local_jars(object_storage=True))]  # fmt: skip
+    for key, value in conf.items():
+        argv += ["--conf", f"{key}={value}"]
+    env = {**spark_submit_env(), **aws, "EOS_RACE_CONTROL_DB_URL": db_url}
+    logs = {writer: barrier.with_name(f"{barrier.name}-{writer}.log") for writer in ("a", "b")}
+    procs = {
+        writer: subprocess.Popen(
+            [*argv, str(RACE_APP), table, writer, str(rounds), str(barrier)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=log.open("w"),
+            text=True,
+        )
+        for writer, log in logs.items()
+    }
+    claimed: list[tuple[str, int]] = []
+    try:
+        for writer, proc in procs.items():
+            # Generous: a round is ~15-19 s on a quiet 2-core machine, several times that on a busy one.
+            out, _ = proc.communicate(timeout=900 + 60 * rounds)
+            if proc.returncode != 0:
+                tail = logs[writer].read_text()[-3000:]
+                raise RuntimeError(f"race writer {writer} exited {proc.returncode}:\n{out}\n{tail}")
+            claimed += committed_rounds(out)
+    finally:
+        for proc in procs.values():  # a writer left waiting at a barrier for the other, or timed out
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return sorted(claimed)
+
+
+def committed_rounds(output: str) -> list[tuple[str, int]]:
+    """The (writer, round) of each `committed <writer> <round> version <v>` line of a race app."""
+    return [
+        (writer, int(round_))
+        for line in output.splitlines()
+        if line.startswith("committed ")
+        for writer, round_ in [line.split()[1:3]]
+    ]
+
+
+def rows_in_table(table: str, aws: dict[str, str]) -> list[tuple[str, int]]:
+    """The (writer, round) rows of a race's table, read by delta-rs (not by the code that wrote them)."""
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(delta_rs_uri(table), storage_options=S3Access.from_env(aws).storage_options())
+    data = rows.to_pyarrow_table().to_pydict()
+    return sorted(zip(data["writer"], data["round"], strict=True))
+
+
+def lost_commits(
+    aws: dict[str, str], db_url: str, work: Path, coordinator: bool, rounds: int
+) -> tuple[int, int]:
+    """(rounds the race ran, commits reported as a success that the table does not hold)."""
+    table = f"s3a://{new_bucket(aws)}/race"
+    claimed = race(table, aws, db_url, work, coordinator, rounds)
+    return len(claimed) // 2, len(set(claimed) - set(rows_in_table(table, aws)))
+
+
 def one_batch(work: Path, name: str, bootstrap: str, topic: str, output: str, db_url: str,
               aws: dict[str, str]) -> float:  # fmt: skip
     doc = {
@@ -150,6 +225,7 @@ def one_batch(work: Path, name: str, bootstrap: str, topic: str, output: str, db
 def main() -> None:
     args = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     args.add_argument("--commits", type=int, default=20)
+    args.add_argument("--race-rounds", type=int, default=40, help="0: no race")
     args.add_argument("--records", type=int, default=100_000)
     args.add_argument("--runs", type=int, default=3)
     args.add_argument("--note", default="", help="how the machine was (kept with the results)")
@@ -160,6 +236,14 @@ def main() -> None:
         with services(work) as (bootstrap, aws, pg_url):
             without = commit_times(aws, new_database(pg_url), opts.commits, False, work / "without.log")
             with_coordinator = commit_times(aws, new_database(pg_url), opts.commits, True, work / "with.log")
+            raced: dict[str, tuple[int, int]] = {}
+            if opts.race_rounds:
+                raced["without"] = lost_commits(aws, new_database(pg_url), work, False, opts.race_rounds)
+                # As many rounds with the coordinator as the race without it took to show a loss.
+                raced["with"] = lost_commits(
+                    aws, new_database(pg_url), work, True, max(1, raced["without"][0])
+                )
+                print(f"race: {raced}", flush=True)
             workload = produce(bootstrap, f"bench-s3a-{uuid.uuid4().hex[:8]}", opts.records)
             batches: dict[str, list[float]] = {"local": [], "s3a": []}
             for run in range(opts.runs):
@@ -189,6 +273,10 @@ def main() -> None:
         "coordinator_ms_per_commit": round(median_with - median_without, 1),
         "commit_ms_without": without,
         "commit_ms_with": with_coordinator,
+        "race_rounds_without_coordinator": raced.get("without", (None, None))[0],
+        "race_commits_lost_without_coordinator": raced.get("without", (None, None))[1],
+        "race_rounds_with_coordinator": raced.get("with", (None, None))[0],
+        "race_commits_lost_with_coordinator": raced.get("with", (None, None))[1],
         "batch_records_produced": workload.records_produced,
         "batch_records_committed": workload.records_committed,
         "batch_runs": opts.runs,

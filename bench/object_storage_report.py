@@ -20,6 +20,11 @@ its own broker, s3proxy (filesystem provider) and PostgreSQL on 127.0.0.1 and ap
   Parquet file is written before, untimed): one with Delta's default s3a log store, one with the
   control DB as the coordinator (per commit: a SELECT of the previous entry, the INSERT ... ON
   CONFLICT, the copy of the temporary file, the UPDATE to complete, the cleanup DELETE).
+- Commits that race (`--race-rounds`, 40 by default): two Spark applications
+  (`bench/object_storage_race_app.py`) add a row each to one s3a table per round and commit at the
+  same instant. Without the coordinator they stop at the first round where both got the same
+  version, then as many rounds run with it; the commits lost are those reported as a success that
+  delta-rs does not find in the table.
 - One batch: 100,000 records produced (5% in aborted transactions, ~200 B JSON values, 6
   partitions), then `eos-ingest run --master local[2]` of the whole topic as one batch, on a local
   table and on an s3a table, alternately (PostgreSQL control DB for both).
@@ -35,6 +40,18 @@ def _latest() -> dict[str, Any] | None:
 
 def _ms(values: list[float]) -> str:
     return f"{min(values):,.0f} / {max(values):,.0f}"
+
+
+def _race(doc: dict[str, Any]) -> list[str]:
+    if doc.get("race_rounds_without_coordinator") is None:
+        return []  # a run before --race-rounds, or one with --race-rounds 0
+    rounds_without, rounds_with = doc["race_rounds_without_coordinator"], doc["race_rounds_with_coordinator"]
+    return [
+        f"Commits that race: without the coordinator {doc['race_commits_lost_without_coordinator']} of "
+        f"{2 * rounds_without} commits were lost in {rounds_without} rounds (each reported as a success); "
+        f"with it {doc['race_commits_lost_with_coordinator']} of {2 * rounds_with} in {rounds_with} rounds.",
+        "",
+    ]
 
 
 def render() -> str:
@@ -56,6 +73,7 @@ def render() -> str:
             "",
             f"The coordinator's cost per commit (difference of the medians): {doc['coordinator_ms_per_commit']:,.0f} ms.",
             "",
+            *_race(doc),
             f"| one batch of {doc['batch_records_produced']:,} records ({doc['batch_records_committed']:,} committed) "
             "| local table | s3a table |",
             "|---|---:|---:|",

@@ -71,3 +71,31 @@ def test_the_object_storage_section_shows_the_latest_run(
     assert "difference of the medians): 12 ms" in text
     assert "| `eos-ingest run`, median of 3 (s) | 20.1 | 24.2 |" in text
     assert "older" not in text
+    assert "Commits that race: without" not in text  # a run without the race
+
+
+def test_the_object_storage_section_shows_the_race_and_the_race_app_reports_each_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench import object_storage, object_storage_report
+
+    line = {
+        "at": "t", "commit": "c", "cpus": 2, "load_1m_before": 0.5, "load_1m_after": 0.6, "note": "",
+        "commits_per_arm": 20, "commit_ms_median_without_coordinator": 40.0, "commit_ms_median_with_coordinator": 52.5,
+        "coordinator_ms_per_commit": 12.5, "commit_ms_without": [30.0], "commit_ms_with": [45.0],
+        "race_rounds_without_coordinator": 7, "race_commits_lost_without_coordinator": 1,
+        "race_rounds_with_coordinator": 7, "race_commits_lost_with_coordinator": 0,
+        "batch_records_produced": 100000, "batch_records_committed": 95000, "batch_runs": 1,
+        "batch_seconds_median_local": 20.1, "batch_seconds_median_s3a": 24.2,
+        "batch_seconds_local": [20.1], "batch_seconds_s3a": [24.2],
+    }  # fmt: skip
+    results = tmp_path / "object_storage.jsonl"
+    results.write_text(json.dumps(line) + "\n")
+    monkeypatch.setattr(object_storage_report, "RESULTS", results)
+
+    assert (
+        "without the coordinator 1 of 14 commits were lost in 7 rounds (each reported as a success); "
+        "with it 0 of 14 in 7 rounds." in object_storage_report.render()
+    )
+    app_output = "committed a 0 version 1\ncommitted a 1 version 3\ncollided a 1 version 3\n"
+    assert object_storage.committed_rounds(app_output) == [("a", 0), ("a", 1)]

@@ -1,17 +1,18 @@
-"""A Spark application for test_s3a_commits.py: adds one row per round to an s3a Delta table, and
+"""A Spark application for bench/object_storage.py (`--race-rounds`) and
+tests/integration/storage/test_s3a_commits.py: adds one row per round to an s3a Delta table, and
 commits each round at the same instant as its twin application, so that their commits race.
 
-    spark-submit ... s3a_commit_race_app.py <table> <writer> <rounds> <barrier_dir>
+    spark-submit ... object_storage_race_app.py <table> <writer> <rounds> <barrier_dir>
 
 Each round writes its row as a Parquet file under the table (slow, and at its own pace), then
 meets the other writer at a file barrier, and at an agreed instant starts a Delta transaction and
 commits an AddFile of that file: Delta's own commit path (OptimisticTransaction.commit, the log
 store of spark.delta.logStore.s3a.impl), without the seconds of jitter a whole DataFrame write has
 on a busy machine. The S3 access comes from the AWS_* variables and the control DB URL from
-EOS_TEST_CONTROL_DB_URL, set in the running session as the eos-ingest job does (object_storage).
+EOS_RACE_CONTROL_DB_URL, set in the running session as the eos-ingest job does (object_storage).
 Prints one line per round: `committed <writer> <round> version <v>`. When both writers got the same
 version in a round (one commit overwrote the other), both stop at the next barrier and print
-`collided <writer> <round> version <v>`: the test then needs no more rounds.
+`collided <writer> <round> version <v>`: the race has shown its loss, no more rounds are needed.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def main() -> int:
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     settings = {
         **S3Access.from_env().hadoop_conf(),
-        **coordinator_conf(os.environ["EOS_TEST_CONTROL_DB_URL"]),
+        **coordinator_conf(os.environ["EOS_RACE_CONTROL_DB_URL"]),
     }
     for key, value in settings.items():
         hadoop.set(key, value)
@@ -82,7 +83,7 @@ def main() -> int:
         seq = jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toList()
         instant = meet(f"round{r}", "" if version is None else str(version))
         # Both writers got the same version in the previous round: a commit was overwritten. Both
-        # read the same two files, so both stop here, and the test finds the loss in the table.
+        # read the same two files, so both stop here, and the caller finds the loss in the table.
         seen = {p.read_text() for p in barrier.glob(f"round{r}-*")}
         if version is not None and seen == {str(version)}:
             print(f"collided {writer} {r - 1} version {version}", flush=True)
