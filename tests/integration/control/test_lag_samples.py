@@ -3,7 +3,6 @@ schema version 3 migrated to it (the SQLite-only details: tests/unit/control/tes
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,14 +14,6 @@ from eos_ingest.control.store import ControlStore, LagSample
 pytestmark = pytest.mark.integration
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def store(control_db_url: str) -> Iterator[ControlStore]:
-    s = ControlStore(control_db_url)
-    s.ensure_schema()
-    yield s
-    s.close()
 
 
 def at(minutes: float, lag: int, age: float | None = None) -> LagSample:

@@ -61,14 +61,6 @@ def first_plan(end0: int = 10, end1: int = 0) -> Planner:
 
 
 @pytest.fixture
-def store(control_db_url: str) -> Iterator[ControlStore]:
-    s = ControlStore(control_db_url)
-    s.ensure_schema()
-    yield s
-    s.close()
-
-
-@pytest.fixture
 def sql(control_db_url: str) -> Iterator[Callable[..., object]]:
     """Runs a statement behind the store's back, in its own committed transaction."""
     engine = create_engine(control_db_url)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -15,22 +14,11 @@ from eos_ingest.cli import plan_batch
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import ControlStore
 from eos_ingest.service.status import pipeline_status
+from tests.fixtures.postgres import on_control_db
 from tests.kafka_helpers import TxProducer, watermarks
 
-pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'control.db'}"
-
-
-@pytest.fixture
-def store(sqlite_url: str) -> Iterator[ControlStore]:
-    s = ControlStore(sqlite_url)
-    s.ensure_schema()
-    yield s
-    s.close()
+# What the status reads from the DB is proven on both backends in tests/integration/control/.
+pytestmark = [pytest.mark.integration, on_control_db("sqlite")]
 
 
 def lso(bootstrap: str, topic: str, partition: int) -> int:
@@ -58,14 +46,14 @@ def test_lag_is_the_last_stable_offset_minus_the_committed_offset(
     make_topic: Callable[..., str],
     make_pipeline: Callable[..., PipelineConfig],
     store: ControlStore,
-    sqlite_url: str,
+    control_db_url: str,
 ) -> None:
     topic = make_topic(partitions=2)
     producer = TxProducer(kafka_bootstrap)
     producer.transaction(topic, [{"id": i} for i in range(5)], commit=True, partition=0)
     producer.transaction(topic, [{"id": 9}, {"id": 10}], commit=False, partition=0)  # aborted: gaps
     producer.transaction(topic, [{"id": i} for i in range(3)], commit=True, partition=1)
-    config = make_pipeline([topic], sqlite_url)
+    config = make_pipeline([topic], control_db_url)
 
     before = pipeline_status(config, store)
     assert before["kafka_error"] is None and before["batches"] == []
@@ -99,12 +87,12 @@ def test_an_open_transaction_is_not_lag_until_it_commits(
     make_topic: Callable[..., str],
     make_pipeline: Callable[..., PipelineConfig],
     store: ControlStore,
-    sqlite_url: str,
+    control_db_url: str,
 ) -> None:
     topic = make_topic(partitions=1)
     producer = TxProducer(kafka_bootstrap)
     producer.transaction(topic, [{"id": i} for i in range(3)], commit=True, partition=0)
-    config = make_pipeline([topic], sqlite_url)
+    config = make_pipeline([topic], control_db_url)
     committed = ingest_first_batch(config, store)[0]
 
     producer.begin()
@@ -127,13 +115,13 @@ def test_cli_status_shows_the_pages_partitions_and_lag_for_a_partition_never_ing
     make_topic: Callable[..., str],
     make_pipeline: Callable[..., PipelineConfig],
     store: ControlStore,
-    sqlite_url: str,
+    control_db_url: str,
     capsys: pytest.CaptureFixture[str],
     start_from: str,
 ) -> None:
     topic = make_topic(partitions=2)
     TxProducer(kafka_bootstrap).transaction(topic, [{"id": i} for i in range(5)], commit=True, partition=0)
-    config = make_pipeline([topic], sqlite_url, start_from=start_from)
+    config = make_pipeline([topic], control_db_url, start_from=start_from)
 
     assert cli_main(["status", "--config", str(config.source), "--limit", "3"]) == 0
     shown = json.loads(capsys.readouterr().out)
@@ -156,7 +144,7 @@ def test_lag_has_the_age_of_the_record_at_the_committed_offset(
     make_topic: Callable[..., str],
     make_pipeline: Callable[..., PipelineConfig],
     store: ControlStore,
-    sqlite_url: str,
+    control_db_url: str,
 ) -> None:
     """The oldest unread record is the first committed one at or after the committed offset: an
     aborted transaction there is skipped (as the pipeline's read skips it), and a partition with
@@ -165,7 +153,7 @@ def test_lag_has_the_age_of_the_record_at_the_committed_offset(
     producer = TxProducer(kafka_bootstrap)
     producer.transaction(topic, [{"id": i} for i in range(3)], commit=True, partition=0)
     producer.transaction(topic, [{"id": 0}], commit=True, partition=1)
-    config = make_pipeline([topic], sqlite_url)
+    config = make_pipeline([topic], control_db_url)
     ingest_first_batch(config, store)
     producer.transaction(topic, [{"id": 7}], commit=False, partition=0)  # aborted: not the oldest
     time.sleep(1.5)
