@@ -222,6 +222,16 @@ def one_batch(work: Path, name: str, bootstrap: str, topic: str, output: str, db
     return round(seconds, 2)
 
 
+def race_fields(raced: dict[str, tuple[int, int]]) -> dict[str, int | None]:
+    """The race's rounds and lost commits per arm for the result (None for an arm not run)."""
+    fields: dict[str, int | None] = {}
+    for arm, suffix in (("without", "without_coordinator"), ("with", "with_coordinator")):
+        rounds, lost = raced.get(arm) or (None, None)
+        fields[f"race_rounds_{suffix}"] = rounds
+        fields[f"race_commits_lost_{suffix}"] = lost
+    return fields
+
+
 def main() -> None:
     args = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     args.add_argument("--commits", type=int, default=20)
@@ -273,10 +283,7 @@ def main() -> None:
         "coordinator_ms_per_commit": round(median_with - median_without, 1),
         "commit_ms_without": without,
         "commit_ms_with": with_coordinator,
-        "race_rounds_without_coordinator": raced.get("without", (None, None))[0],
-        "race_commits_lost_without_coordinator": raced.get("without", (None, None))[1],
-        "race_rounds_with_coordinator": raced.get("with", (None, None))[0],
-        "race_commits_lost_with_coordinator": raced.get("with", (None, None))[1],
+        **race_fields(raced),
         "batch_records_produced": workload.records_produced,
         "batch_records_committed": workload.records_committed,
         "batch_runs": opts.runs,

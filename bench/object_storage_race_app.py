@@ -17,38 +17,21 @@ version in a round (one commit overwrote the other), both stop at the next barri
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
+from delta_log_commit import manual_update, s3a_session, stage_row, start_transaction
+
 
 def main() -> int:
-    from pyspark.sql import SparkSession
-
-    from eos_ingest.storage.object_stores import S3Access, coordinator_conf
-
     table, writer, rounds, barrier = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
-    spark = SparkSession.builder.getOrCreate()
-    jvm = spark._jvm
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-    settings = {
-        **S3Access.from_env().hadoop_conf(),
-        **coordinator_conf(os.environ["EOS_RACE_CONTROL_DB_URL"]),
-    }
-    for key, value in settings.items():
-        hadoop.set(key, value)
+    spark = s3a_session(os.environ["EOS_RACE_CONTROL_DB_URL"])
     schema = "writer STRING, round INT"
     if writer == "a":  # one writer creates the table, so that both race on appends only
         spark.createDataFrame([], schema).write.format("delta").mode("append").save(table)
-    delta = jvm.org.apache.spark.sql.delta.DeltaLog
-    # Spark's class loader holds the --jars classes (Class.forName would use the JVM's own).
-    operation = jvm.org.apache.spark.util.Utils.classForName(
-        "org.apache.spark.sql.delta.DeltaOperations$ManualUpdate$", True, False
-    )
-    manual_update = operation.getField("MODULE$").get(None)
-    fs_path = jvm.org.apache.hadoop.fs.Path
+    operation = manual_update(spark)
 
     def meet(name: str, last_version: str = "") -> float:
         """Waits for the other writer at barrier `name`; returns the instant both agree on. Each
@@ -67,20 +50,7 @@ def main() -> int:
     meet("start")  # the table exists
     version = None
     for r in range(rounds):
-        staging = f"staging/{writer}-{r}"
-        spark.createDataFrame([(writer, r)], schema).coalesce(1).write.parquet(f"{table}/{staging}")
-        root = fs_path(table)
-        fs = root.getFileSystem(hadoop)
-        part = next(
-            s
-            for s in fs.listStatus(fs_path(f"{table}/{staging}"))
-            if s.getPath().getName().endswith(".parquet")
-        )
-        add = {"add": {"path": f"{staging}/{part.getPath().getName()}", "partitionValues": {}, "size": part.getLen(),
-                       "modificationTime": part.getModificationTime(), "dataChange": True}}  # fmt: skip
-        actions = jvm.java.util.ArrayList()
-        actions.add(jvm.org.apache.spark.sql.delta.actions.Action.fromJson(json.dumps(add)))
-        seq = jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toList()
+        seq = stage_row(spark, table, f"staging/{writer}-{r}", (writer, r), schema)
         instant = meet(f"round{r}", "" if version is None else str(version))
         # Both writers got the same version in the previous round: a commit was overwritten. Both
         # read the same two files, so both stop here, and the caller finds the loss in the table.
@@ -89,7 +59,7 @@ def main() -> int:
             print(f"collided {writer} {r - 1} version {version}", flush=True)
             break
         time.sleep(max(0.0, instant - time.time()))
-        version = delta.forTable(spark._jsparkSession, table).startTransaction().commit(seq, manual_update)
+        version = start_transaction(spark, table).commit(seq, operation)
         print(f"committed {writer} {r} version {version}", flush=True)
     spark.stop()
     return 0
