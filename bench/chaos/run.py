@@ -568,27 +568,40 @@ class ChaosRun:
         chance = (
             cfg.kill_probability if cfg.maintain_kill_probability is None else cfg.maintain_kill_probability
         )
-        # The kills of maintains are reserved now: ingest runs and backfills start earlier and more
-        # often, and would otherwise use up a short run's few kills before the first maintain.
-        kills = [rng.random() < chance and self.take_kill() for _ in range(cfg.maintains)]
+        wants = [rng.random() < chance for _ in range(cfg.maintains)]
+        # One kill is held for the next maintain to be killed: ingest runs and backfills start
+        # earlier and more often, and would otherwise use up a short run's few kills before the
+        # first maintain. Holding the kills of every maintain from the start (as this did until
+        # 2026-11-28) left a long run's other jobs without kills while maintains were still to
+        # come: two full runs ended at their cap 2 kills short, both reserved for maintains.
+        held = False
+
+        def hold_next() -> None:
+            nonlocal held
+            if not held and any(wants):
+                held = self.take_kill()
+
         times = spread(cfg.maintains, cfg.chaos_seconds, offset=0.6)
         # Killed maintains alternate: at the pause under the VACUUM lock, then at a random moment.
         under_lock = True
         try:
-            while kills and not self.stop.is_set():
+            hold_next()
+            while wants and not self.stop.is_set():
                 if self.elapsed() < times[0] or not self.tally.batches_committed:
                     self.stop.wait(1.0)
                     continue
                 times.pop(0)
-                kill = kills.pop(0)
+                kill = wants.pop(0) and (held or self.take_kill())
+                if kill and held:
+                    held = False
                 entry = self.one_maintain(rng, kill=kill, under_lock=under_lock)
                 under_lock ^= kill
                 if entry["outcome"] == "killed" and not self.stop.is_set():
                     self.one_maintain(rng, kill=False, under_lock=False, follow_up=True)
+                hold_next()
         finally:
-            for reserved in kills:
-                if reserved:
-                    self.give_back_kill()
+            if held:
+                self.give_back_kill()
             self.close_lock_db()
 
     def one_maintain(
