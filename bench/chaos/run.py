@@ -591,9 +591,12 @@ class ChaosRun:
                     self.stop.wait(1.0)
                     continue
                 times.pop(0)
-                kill = wants.pop(0) and (held or self.take_kill())
-                if kill and held:
-                    held = False
+                if not wants.pop(0):
+                    kill = False  # a held kill waits for the next maintain to be killed
+                elif held:
+                    kill, held = True, False
+                else:
+                    kill = self.take_kill()
                 entry = self.one_maintain(rng, kill=kill, under_lock=under_lock)
                 under_lock ^= kill
                 if entry["outcome"] == "killed" and not self.stop.is_set():
