@@ -146,11 +146,15 @@ def spark_session(config: PipelineConfig, purpose: str) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     from eos_ingest.spark.session import build_session
+    from eos_ingest.spark.submit import local_session_conf
     from eos_ingest.storage.object_stores import configure_session, uses_object_store
 
     borrowed = SparkSession.getActiveSession()
     spark = borrowed or build_session(
-        f"eos-ingest {purpose} {config.name}", master="local[2]", object_storage=uses_object_store(config)
+        f"eos-ingest {purpose} {config.name}",
+        master="local[2]",
+        extra=local_session_conf(),
+        object_storage=uses_object_store(config),
     )
     if borrowed is None:
         spark.sparkContext.setLogLevel("ERROR")

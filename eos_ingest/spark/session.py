@@ -55,7 +55,16 @@ _LATER_C2 = (
     "-XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=2400 "
     "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=160000"
 )
-DRIVER_JVM_PROFILES: dict[str, str] = {"two-core": f"-XX:+UseParallelGC {_LATER_C2}", "none": ""}
+# "small-batches": C1 only. A job of a few thousand records ends before C2's compiles pay back:
+# a 40-record batch's job (`eos-ingest run`, class archive on, quiet 2-core machine, medians of 3
+# alternated with two-core) 19.2 -> 15.2 s wall and 29.1 -> 21.0 s of CPU; the next batch of the
+# same pipeline 25.0 -> 21.5 s wall, 41.4 -> 28.3 s of CPU. Not for large batches: the tasks'
+# loops stay in C1's slower code.
+DRIVER_JVM_PROFILES: dict[str, str] = {
+    "two-core": f"-XX:+UseParallelGC {_LATER_C2}",
+    "small-batches": "-XX:+UseParallelGC -XX:TieredStopAtLevel=1",
+    "none": "",
+}
 DEFAULT_DRIVER_JVM_PROFILE = "two-core"
 # The submitting process's environment picks the profile; EOS_DRIVER_JAVA_OPTIONS, when set, is
 # used instead of any profile (empty: none). Not a pipeline key: a machine's, not a pipeline's.

@@ -35,13 +35,27 @@ def job_conf(master: str, *, object_storage: bool = False) -> dict[str, str]:
         conf.update(LOG_STORE_CONF)
     if master.startswith("local"):
         conf.update(LOCAL_CONF)
-        # The driver is this machine's JVM: it maps the classes of `make setup`'s archive (seconds
-        # of class loading per start; spark/class_archive.py). Without one it starts as before.
-        archive = class_archive.java_options()
-        options = [local_driver_java_options(), archive]
-        if any(options):  # the "none" profile and no archive: the JVM's own defaults
-            conf["spark.driver.extraJavaOptions"] = " ".join(o for o in options if o)
+        options = local_driver_options()
+        if options:  # the "none" profile and no archive: the JVM's own defaults
+            conf["spark.driver.extraJavaOptions"] = options
     return conf
+
+
+def local_driver_options() -> str:
+    """The options of a driver JVM on this machine: the profile's (session.local_driver_java_options)
+    and the mapping of `make setup`'s class-data archive (seconds of class loading per start;
+    spark/class_archive.py), if there is one. Empty for the "none" profile without an archive."""
+    return " ".join(o for o in (local_driver_java_options(), class_archive.java_options()) if o)
+
+
+def local_session_conf() -> dict[str, str]:
+    """The driver settings of a session a command starts in its own process (verify, maintain):
+    a job's options (its profile, the class archive). The JVM's warnings (an archive it cannot
+    map, say) go to stderr, not to the stdout that those commands print their JSON report on."""
+    options = local_driver_options()
+    if not options:
+        return {}
+    return {"spark.driver.extraJavaOptions": f"-Xlog:disable -Xlog:all=warning:stderr {options}"}
 
 
 def package_zip(state_dir: Path | None = None, package: Path | None = None) -> Path:

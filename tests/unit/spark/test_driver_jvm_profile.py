@@ -10,7 +10,7 @@ import pytest
 
 from eos_ingest.errors import ConfigError
 from eos_ingest.spark.session import DRIVER_JVM_PROFILES, local_driver_java_options
-from eos_ingest.spark.submit import job_conf
+from eos_ingest.spark.submit import job_conf, local_session_conf
 from tests.fake_jars import local_jars_env
 
 OPTION = "spark.driver.extraJavaOptions"
@@ -45,6 +45,24 @@ def test_the_environments_options_replace_any_profile(monkeypatch: pytest.Monkey
 
 
 def test_an_unknown_profile_is_refused_with_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match=r"EOS_DRIVER_JVM_PROFILE='four-core'.*none, two-core"):
+    with pytest.raises(
+        ConfigError, match=r"EOS_DRIVER_JVM_PROFILE='four-core'.*none, small-batches, two-core"
+    ):
         local_driver_java_options({"EOS_DRIVER_JVM_PROFILE": "four-core"})
     assert local_driver_java_options({"EOS_DRIVER_JVM_PROFILE": " "}) == DRIVER_JVM_PROFILES["two-core"]
+
+
+def test_the_small_batches_profile_stops_at_c1(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EOS_DRIVER_JVM_PROFILE", "small-batches")
+    assert job_conf("local[2]")[OPTION] == "-XX:+UseParallelGC -XX:TieredStopAtLevel=1"
+
+
+def test_a_commands_own_session_gets_the_jobs_options_with_jvm_warnings_on_stderr(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # verify and maintain print their JSON report on stdout: the JVM's warnings must not land there.
+    assert local_session_conf() == {
+        OPTION: f"-Xlog:disable -Xlog:all=warning:stderr {DRIVER_JVM_PROFILES['two-core']}"
+    }
+    monkeypatch.setenv("EOS_DRIVER_JVM_PROFILE", "none")
+    assert local_session_conf() == {}
