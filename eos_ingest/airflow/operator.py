@@ -80,7 +80,7 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
         from eos_ingest.connections import aws as aws_conn
         from eos_ingest.connections import kafka as airflow_conn
         from eos_ingest.connections import registry as registry_conn
-        from eos_ingest.service.operations import open_store
+        from eos_ingest.service.operations import job_records, open_store
         from eos_ingest.spark.session import local_jars, spark_submit_env
         from eos_ingest.spark.submit import job_conf, shipped
         from eos_ingest.storage.object_stores import uses_object_store
@@ -137,7 +137,8 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
         self.jars = ",".join(local_jars(object_storage=True)) if s3a else self.jars or ",".join(local_jars())
         files = shipped(Path(self.pipeline_file))
         self.py_files, self.files = files["py_files"], files["files"]
-        self.conf = {**job_conf(master, object_storage=s3a), **(self.conf or {})}
+        records = job_records(batch, config.max_records_per_partition, until_caught_up=catching_up)
+        self.conf = {**job_conf(master, object_storage=s3a, job_records=records), **(self.conf or {})}
         rendered_env, self.env_vars = self.env_vars, env
         self.log.info("batch %s (%s): %s", batch_id, batch.kind.value, [f"{r}" for r in batch.ranges])
         try:

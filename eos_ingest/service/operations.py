@@ -121,6 +121,38 @@ def batch_summary(batch: Batch) -> dict[str, object]:
     }
 
 
+def job_records(batch: Batch, max_records_per_partition: int, *, until_caught_up: bool = False) -> int | None:
+    """The records a batch's job will read, as far as the submitter knows (they pick its driver's
+    JVM profile, spark.session.driver_jvm_profile): the planned ranges' records. A catch-up run
+    reads on past its first batch, so for one the count is known only when no range of the first
+    batch stopped at max_records_per_partition; else None."""
+    sizes = [r.end - r.start for r in batch.ranges]
+    if until_caught_up and any(n >= max_records_per_partition for n in sizes):
+        return None
+    return sum(sizes)
+
+
+def job_argv(
+    config: PipelineConfig,
+    batch: Batch,
+    master: str,
+    *,
+    until_caught_up: bool = False,
+    driver_memory: str = "2g",
+) -> list[str]:
+    """The spark-submit command of a planned batch's job, its driver's JVM profile picked by the
+    records it will read (job_records)."""
+    return spark_submit_argv(
+        config.source,
+        batch.batch_id,
+        master=master,
+        driver_memory=driver_memory,
+        until_caught_up=until_caught_up,
+        object_storage=uses_object_store(config),
+        job_records=job_records(batch, config.max_records_per_partition, until_caught_up=until_caught_up),
+    )
+
+
 def submit_batch(
     config: PipelineConfig, store: ControlStore, batch_id: int, master: str, *, until_caught_up: bool = False
 ) -> tuple[int, list[Batch]]:
@@ -129,13 +161,7 @@ def submit_batch(
     With until_caught_up the job goes on with the next batches: the list then holds every
     scheduled batch of the run from this one on. The job's output goes to stderr, so a caller's
     stdout carries only what it prints itself."""
-    argv = spark_submit_argv(
-        config.source,
-        batch_id,
-        master=master,
-        until_caught_up=until_caught_up,
-        object_storage=uses_object_store(config),
-    )
+    argv = job_argv(config, store.get_batch(batch_id), master, until_caught_up=until_caught_up)
     env = spark_submit_env()
     conn_settings = connection_settings_from_env(config.kafka_conn_id, os.environ)
     if conn_settings:

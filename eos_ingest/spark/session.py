@@ -55,35 +55,49 @@ _LATER_C2 = (
     "-XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=2400 "
     "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=160000"
 )
-# "small-batches": C1 only. A job of a few thousand records ends before C2's compiles pay back:
-# a 40-record batch's job (`eos-ingest run`, class archive on, quiet 2-core machine, medians of 3
-# alternated with two-core) 19.2 -> 15.2 s wall and 29.1 -> 21.0 s of CPU; the next batch of the
-# same pipeline 25.0 -> 21.5 s wall, 41.4 -> 28.3 s of CPU. Not for large batches: the tasks'
+# "small-batches": C1 only. A job of a few hundred thousand records ends before C2's compiles pay
+# back. `eos-ingest run`, first batch of a pipeline on 2 partitions, class archive on, quiet 2-core
+# machine, wall seconds two-core -> small-batches (runs alternated): 40 records 19.2 -> 15.2 (and
+# 29.1 -> 21.0 s of CPU; medians of 3); 10,000 records 17.3 -> 14.7; 50,000 20.1 -> 16.7; 200,000
+# 21.7 -> 18.2; 600,000 23.8 -> 23.8; 1,000,000 26.2 -> 28.4 (means of 2): past that, the tasks'
 # loops stay in C1's slower code.
 DRIVER_JVM_PROFILES: dict[str, str] = {
     "two-core": f"-XX:+UseParallelGC {_LATER_C2}",
     "small-batches": "-XX:+UseParallelGC -XX:TieredStopAtLevel=1",
     "none": "",
 }
-DEFAULT_DRIVER_JVM_PROFILE = "two-core"
+# Without a profile named in the environment, a job that will read at most this many records gets
+# "small-batches", any other job (or one whose size is not known when it is submitted) "two-core".
+SMALL_BATCH_RECORDS = 200_000
 # The submitting process's environment picks the profile; EOS_DRIVER_JAVA_OPTIONS, when set, is
 # used instead of any profile (empty: none). Not a pipeline key: a machine's, not a pipeline's.
 DRIVER_JVM_PROFILE_ENV = "EOS_DRIVER_JVM_PROFILE"
 DRIVER_JAVA_OPTIONS_ENV = "EOS_DRIVER_JAVA_OPTIONS"
 
 
-def local_driver_java_options(environ: Mapping[str, str] = os.environ) -> str:
-    """The driver JVM's options of a local job: EOS_DRIVER_JAVA_OPTIONS if set, else the profile
-    EOS_DRIVER_JVM_PROFILE names (default "two-core"); an unknown name raises ConfigError."""
-    if DRIVER_JAVA_OPTIONS_ENV in environ:
-        return environ[DRIVER_JAVA_OPTIONS_ENV].strip()
-    name = environ.get(DRIVER_JVM_PROFILE_ENV, "").strip() or DEFAULT_DRIVER_JVM_PROFILE
+def driver_jvm_profile(environ: Mapping[str, str] = os.environ, *, job_records: int | None = None) -> str:
+    """The name of the local driver's profile: EOS_DRIVER_JVM_PROFILE if set, else by the job's
+    size (job_records, None when unknown); an unknown name raises ConfigError."""
+    name = environ.get(DRIVER_JVM_PROFILE_ENV, "").strip()
+    if not name:
+        small = job_records is not None and job_records <= SMALL_BATCH_RECORDS
+        return "small-batches" if small else "two-core"
     if name not in DRIVER_JVM_PROFILES:
         raise ConfigError(
             f"{DRIVER_JVM_PROFILE_ENV}={name!r} is not a driver JVM profile; use one of "
             f"{', '.join(sorted(DRIVER_JVM_PROFILES))}, or set {DRIVER_JAVA_OPTIONS_ENV} to the options"
         )
-    return DRIVER_JVM_PROFILES[name]
+    return name
+
+
+def local_driver_java_options(
+    environ: Mapping[str, str] = os.environ, *, job_records: int | None = None
+) -> str:
+    """The driver JVM's options of a local job: EOS_DRIVER_JAVA_OPTIONS if set, else the options of
+    driver_jvm_profile's profile."""
+    if DRIVER_JAVA_OPTIONS_ENV in environ:
+        return environ[DRIVER_JAVA_OPTIONS_ENV].strip()
+    return DRIVER_JVM_PROFILES[driver_jvm_profile(environ, job_records=job_records)]
 
 
 def local_jars(jars_dir: Path | None = None, *, object_storage: bool = False) -> list[str]:

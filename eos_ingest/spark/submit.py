@@ -25,7 +25,7 @@ from eos_ingest.storage.object_stores import LOG_STORE_CONF
 JOB_SCRIPT = paths.JOB_SCRIPT  # package data: an installed wheel carries it
 
 
-def job_conf(master: str, *, object_storage: bool = False) -> dict[str, str]:
+def job_conf(master: str, *, object_storage: bool = False, job_records: int | None = None) -> dict[str, str]:
     """--conf settings of the job; local masters get the local niceties too, and a pipeline with
     s3a tables Delta's commit coordinator (its JDBC settings and the S3 access are set by the job
     itself, object_storage.configure_session: no secret on the command line)."""
@@ -35,17 +35,19 @@ def job_conf(master: str, *, object_storage: bool = False) -> dict[str, str]:
         conf.update(LOG_STORE_CONF)
     if master.startswith("local"):
         conf.update(LOCAL_CONF)
-        options = local_driver_options()
+        options = local_driver_options(job_records)
         if options:  # the "none" profile and no archive: the JVM's own defaults
             conf["spark.driver.extraJavaOptions"] = options
     return conf
 
 
-def local_driver_options() -> str:
-    """The options of a driver JVM on this machine: the profile's (session.local_driver_java_options)
-    and the mapping of `make setup`'s class-data archive (seconds of class loading per start;
-    spark/class_archive.py), if there is one. Empty for the "none" profile without an archive."""
-    return " ".join(o for o in (local_driver_java_options(), class_archive.java_options()) if o)
+def local_driver_options(job_records: int | None = None) -> str:
+    """The options of a driver JVM on this machine: the profile's (session.local_driver_java_options,
+    by the records the job will read when known) and the mapping of `make setup`'s class-data
+    archive (seconds of class loading per start; spark/class_archive.py), if there is one. Empty for
+    the "none" profile without an archive."""
+    profile = local_driver_java_options(job_records=job_records)
+    return " ".join(o for o in (profile, class_archive.java_options()) if o)
 
 
 def local_session_conf() -> dict[str, str]:
@@ -148,8 +150,10 @@ def spark_submit_argv(
     *,
     until_caught_up: bool = False,
     object_storage: bool = False,
+    job_records: int | None = None,
 ) -> list[str]:
-    """The full spark-submit command that runs one batch (and, with until_caught_up, the next ones)."""
+    """The full spark-submit command that runs one batch (and, with until_caught_up, the next ones);
+    job_records, the records it will read when known, picks the driver's JVM profile."""
     argv = [
         spark_submit_binary(),
         "--master",
@@ -162,6 +166,6 @@ def spark_submit_argv(
         ",".join(local_jars(object_storage=object_storage)),
         *ship_args(config_path),
     ]
-    for key, value in job_conf(master, object_storage=object_storage).items():
+    for key, value in job_conf(master, object_storage=object_storage, job_records=job_records).items():
         argv += ["--conf", f"{key}={value}"]
     return [*argv, str(JOB_SCRIPT), *job_args(config_path, batch_id, until_caught_up)]

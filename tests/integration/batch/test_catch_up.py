@@ -14,8 +14,8 @@ from eos_ingest.batch.sequence import PAUSE_BEFORE_COMMIT_ENV
 from eos_ingest.control.store import BatchStatus
 from eos_ingest.kafka.offsets import fetch_partition_offsets
 from eos_ingest.plan.ranges import TopicPartition
+from eos_ingest.service.operations import job_argv
 from eos_ingest.spark.session import spark_submit_env
-from eos_ingest.spark.submit import spark_submit_argv
 from tests.fixtures.pipelines import pending_scheduled_batch, verify_pipeline
 from tests.fixtures.postgres import on_control_db
 from tests.integration.batch.test_failures import finish, planned_batch, wait_for_pause
@@ -46,7 +46,7 @@ def test_a_kill_in_a_later_batch_loses_only_that_batch_and_a_rerun_catches_up_in
     # Attempt 1: batch 1 commits, then the job is killed -9 in batch 2 between write and commit.
     pause, log = tmp_path / "pause", tmp_path / "job1.log"
     env = {**spark_submit_env(), PAUSE_BEFORE_COMMIT_ENV: str(pause)}
-    argv = spark_submit_argv(config.source, first.batch_id, "local[1]", "1g", until_caught_up=True)
+    argv = job_argv(config, first, "local[1]", driver_memory="1g", until_caught_up=True)
     with log.open("w") as out:
         job = subprocess.Popen(argv, env=env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
     wait_for_pause(job, pause, log)

@@ -13,8 +13,8 @@ from deltalake import DeltaTable
 
 from eos_ingest.batch.sequence import PAUSE_BEFORE_COMMIT_ENV, PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.cli import open_store, plan_batch
+from eos_ingest.service.operations import job_argv
 from eos_ingest.spark.session import spark_submit_env
-from eos_ingest.spark.submit import spark_submit_argv
 from tests.fixtures.pipelines import verify_pipeline
 from tests.fixtures.postgres import on_control_db
 from tests.kafka_helpers import TxProducer
@@ -29,7 +29,7 @@ def start_job(
     env = spark_submit_env()
     if pause_file is not None:
         env[pause_at] = str(pause_file)
-    argv = spark_submit_argv(config.source, batch_id, master="local[1]", driver_memory="1g")
+    argv = job_argv(config, open_store(config).get_batch(batch_id), "local[1]", driver_memory="1g")
     # A session of its own, so the whole job (JVM and Python driver) can be killed as one group.
     # Output goes to a file: an unread pipe fills up with Spark's logs and blocks the job.
     with log.open("w") as out:

@@ -12,8 +12,8 @@ import pytest
 from eos_ingest.batch.sequence import PAUSE_BEFORE_TABLE_COMMIT_ENV, execute_batch
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import FencedError
+from eos_ingest.service.operations import job_argv
 from eos_ingest.spark.session import spark_submit_env
-from eos_ingest.spark.submit import spark_submit_argv
 from eos_ingest.storage import writer
 from eos_ingest.storage.table_format import Txn, txn_app_id
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
@@ -35,7 +35,7 @@ def produce(bootstrap: str, topic: str, first_id: int) -> None:
 
 def run_job(config, batch_id: int, log: Path, **env: str) -> tuple[int, str]:
     """The real spark-submit job, to its exit code."""
-    argv = spark_submit_argv(config.source, batch_id, master="local[1]", driver_memory="1g")
+    argv = job_argv(config, open_store(config).get_batch(batch_id), "local[1]", driver_memory="1g")
     with log.open("w") as out:
         done = subprocess.run(
             argv,
@@ -130,7 +130,7 @@ def test_a_failed_table_commit_beside_a_landed_quarantine_replace_leaves_the_bat
     # Paused after the gate, before the table's commit: another writer commits to the table only,
     # so the staged commit conflicts (one try allowed) while the quarantine's replace has none.
     pause, log = tmp_path / "pause", tmp_path / "job.log"
-    argv = spark_submit_argv(config.source, batch.batch_id, master="local[1]", driver_memory="1g")
+    argv = job_argv(config, batch, "local[1]", driver_memory="1g")
     env = {
         **spark_submit_env(),
         PAUSE_BEFORE_TABLE_COMMIT_ENV: str(pause),
@@ -256,7 +256,7 @@ def test_a_commit_that_loses_a_conflict_is_staged_and_gated_anew_and_records_del
     before = store.committed_offsets(config.name)
 
     pause, log = tmp_path / "pause", tmp_path / "job.log"
-    argv = spark_submit_argv(config.source, batch.batch_id, master="local[1]", driver_memory="1g")
+    argv = job_argv(config, batch, "local[1]", driver_memory="1g")
     env = {**spark_submit_env(), PAUSE_BEFORE_TABLE_COMMIT_ENV: str(pause)}
     with log.open("w") as out:
         job = subprocess.Popen(

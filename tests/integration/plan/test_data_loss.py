@@ -17,8 +17,8 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from eos_ingest.cli import main as cli_main
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import OffsetsLostError
+from eos_ingest.service.operations import job_argv
 from eos_ingest.spark.session import spark_submit_env
-from eos_ingest.spark.submit import spark_submit_argv
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.fixtures.postgres import on_control_db
 from tests.kafka_helpers import TxProducer, watermarks
@@ -59,7 +59,7 @@ def test_records_deleted_between_plan_and_read_fail_the_batch_with_the_way_out(
     )
 
     # The Spark job itself (spark-submit), as a resumed run or an Airflow retry would start it.
-    argv = spark_submit_argv(config.source, batch.batch_id, master="local[1]", driver_memory="1g")
+    argv = job_argv(config, batch, "local[1]", driver_memory="1g")
     log = tmp_path / "job.log"
     with log.open("w") as out:
         code = subprocess.run(

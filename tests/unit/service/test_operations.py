@@ -1,11 +1,14 @@
-"""When a catch-up run stops."""
+"""When a catch-up run stops; what the submitter knows of a job's size."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from eos_ingest.plan.ranges import TopicPartition
-from eos_ingest.service.operations import caught_up
+from eos_ingest.control.store import Batch, BatchKind, BatchStatus
+from eos_ingest.plan.ranges import PlannedRange, TopicPartition
+from eos_ingest.service.operations import caught_up, job_records
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -23,3 +26,25 @@ A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 )
 def test_caught_up(committed, target, expected) -> None:
     assert caught_up(committed, target) is expected
+
+
+def batch_of(*lengths: int) -> Batch:
+    none = dict.fromkeys(
+        ("records_read", "records_written", "records_quarantined", "delta_version",
+         "quarantine_delta_version", "dq_success", "dq_result", "dq_report_path", "override_note",
+         "error", "airflow_run_id", "committed_at"),
+    )  # fmt: skip
+    now = datetime.now(UTC)
+    ranges = tuple(PlannedRange("t", p, 100, 100 + n) for p, n in enumerate(lengths))
+    return Batch(
+        batch_id=1, pipeline="p", kind=BatchKind.SCHEDULED, status=BatchStatus.PLANNED, fence=0,
+        created_at=now, updated_at=now, ranges=ranges, **none,
+    )  # fmt: skip
+
+
+def test_a_jobs_records_are_its_planned_ranges_and_unknown_for_a_catch_up_at_the_cap() -> None:
+    assert job_records(batch_of(40, 0, 7), 100) == 47
+    assert job_records(batch_of(100, 3), 100) == 103  # one batch: its ranges are all it reads
+    assert job_records(batch_of(99, 3), 100, until_caught_up=True) == 102  # the lag fit in one batch
+    assert job_records(batch_of(100, 3), 100, until_caught_up=True) is None  # more batches may follow
+    assert job_records(batch_of(), 100, until_caught_up=True) == 0

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from eos_ingest.spark import class_archive
-from eos_ingest.spark.session import DEFAULT_DRIVER_JVM_PROFILE, DRIVER_JVM_PROFILES
+from eos_ingest.spark.session import DRIVER_JVM_PROFILES
 from eos_ingest.spark.submit import job_conf
 from tests.fake_jars import fake_jars_state, local_jars_env
 
 OPTION = "spark.driver.extraJavaOptions"
-LOCAL_DRIVER_JAVA_OPTIONS = DRIVER_JVM_PROFILES[DEFAULT_DRIVER_JVM_PROFILE]
+LOCAL_DRIVER_JAVA_OPTIONS = DRIVER_JVM_PROFILES["two-core"]  # a job of unknown size
 
 
 @pytest.fixture()

@@ -1,6 +1,7 @@
-"""The local driver JVM's options: a named profile ("two-core" by default) that the submitting
-process's environment can change (EOS_DRIVER_JVM_PROFILE), replace (EOS_DRIVER_JAVA_OPTIONS) or
-turn off ("none"); a cluster's driver never gets them."""
+"""The local driver JVM's options: a named profile ("small-batches" for a job known to read few
+records, "two-core" otherwise) that the submitting process's environment can change
+(EOS_DRIVER_JVM_PROFILE), replace (EOS_DRIVER_JAVA_OPTIONS) or turn off ("none"); a cluster's
+driver never gets them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from eos_ingest.errors import ConfigError
-from eos_ingest.spark.session import DRIVER_JVM_PROFILES, local_driver_java_options
+from eos_ingest.spark.session import DRIVER_JVM_PROFILES, SMALL_BATCH_RECORDS, local_driver_java_options
 from eos_ingest.spark.submit import job_conf, local_session_conf
 from tests.fake_jars import local_jars_env
 
@@ -55,6 +56,19 @@ def test_an_unknown_profile_is_refused_with_the_known_ones() -> None:
 def test_the_small_batches_profile_stops_at_c1(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EOS_DRIVER_JVM_PROFILE", "small-batches")
     assert job_conf("local[2]")[OPTION] == "-XX:+UseParallelGC -XX:TieredStopAtLevel=1"
+
+
+def test_a_job_known_to_be_small_gets_the_small_batches_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    small, two_core = DRIVER_JVM_PROFILES["small-batches"], DRIVER_JVM_PROFILES["two-core"]
+    assert job_conf("local[2]", job_records=0)[OPTION] == small
+    assert job_conf("local[2]", job_records=SMALL_BATCH_RECORDS)[OPTION] == small
+    assert job_conf("local[2]", job_records=SMALL_BATCH_RECORDS + 1)[OPTION] == two_core
+    assert job_conf("local[2]", job_records=None)[OPTION] == two_core
+    assert OPTION not in job_conf("yarn", job_records=10)
+    monkeypatch.setenv("EOS_DRIVER_JVM_PROFILE", "two-core")  # a profile named in the environment wins
+    assert job_conf("local[2]", job_records=10)[OPTION] == two_core
+    monkeypatch.setenv("EOS_DRIVER_JVM_PROFILE", "none")
+    assert OPTION not in job_conf("local[2]", job_records=10)
 
 
 def test_a_commands_own_session_gets_the_jobs_options_with_jvm_warnings_on_stderr(
