@@ -39,11 +39,12 @@ docs: setup
 # what a profile of the suite starts from. EOS_LONG_TESTS=1 runs the long variants of tests that
 # keep a short one here (test_maintenance: 50 batches instead of 6).
 # EOS_TEST_WORKERS pytest-xdist workers (default 2, one per core; 0 runs in this process), a test
-# file per worker at a time (--dist loadfile): each worker is a test session of its own, with one
+# file per worker at a time (--dist loadfile), the longest first, the e2e files of the shared
+# Airflow stack as one (tests/scheduling.py): each worker is a test session of its own, with one
 # broker and one Spark session; they share one PostgreSQL (tests/fixtures/postgres.py).
 EOS_TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest -p no:cacheprovider -n $(EOS_TEST_WORKERS) --dist loadfile --durations=25 \
+	$(PY) -m pytest -p no:cacheprovider -n $(EOS_TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 \
 	  --junitxml=$(EOS_STATE_DIR)/test-times.xml $(PYTEST_ARGS)
 
 test-unit: setup
