@@ -50,13 +50,14 @@ def commit_entries(control_db_url: str, table_prefix: str) -> list[tuple[str, st
 
 def spark_app_argv(app: Path) -> list[str]:
     """spark-submit of `app` (a Python Spark application) on local[1], with the s3a jars and the
-    commit coordinator as the s3a log store, as eos-ingest starts its own jobs."""
-    from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars, spark_submit_binary
-    from eos_ingest.storage.object_stores import LOG_STORE_CONF
+    commit coordinator as the s3a log store, as eos-ingest starts its own small jobs (job_conf:
+    the small-batches driver profile and the class archive)."""
+    from eos_ingest.spark.session import local_jars, spark_submit_binary
+    from eos_ingest.spark.submit import job_conf
 
     argv = [spark_submit_binary(), "--master", "local[1]", "--driver-memory", "512m",
             "--jars", ",".join(local_jars(object_storage=True))]  # fmt: skip
-    for key, value in {**DELTA_CONF, **LOCAL_CONF, "spark.log.level": "WARN", **LOG_STORE_CONF}.items():
+    for key, value in job_conf("local[1]", object_storage=True, job_records=0).items():
         argv += ["--conf", f"{key}={value}"]
     return [*argv, str(app)]
 
