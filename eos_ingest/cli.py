@@ -138,8 +138,9 @@ def cmd_check_lag(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def spark_session(config: PipelineConfig, purpose: str) -> Iterator[Any]:
-    """A Spark session for a command that runs Spark in this process (verify, maintain).
+def spark_session(config: PipelineConfig, purpose: str, store: ControlStore) -> Iterator[Any]:
+    """A Spark session for a command that runs Spark in this process (verify, maintain), its driver
+    JVM's profile picked by the records the pipeline committed (what the command reads).
 
     Called in a process that already has a session (a test, a notebook), it borrows it and
     leaves it running: stopping it would break its owner's next Spark step."""
@@ -150,10 +151,11 @@ def spark_session(config: PipelineConfig, purpose: str) -> Iterator[Any]:
     from eos_ingest.storage.object_stores import configure_session, uses_object_store
 
     borrowed = SparkSession.getActiveSession()
+    committed = sum(r.range.end - r.range.start for r in store.range_records(config.name) if r.committed)
     spark = borrowed or build_session(
         f"eos-ingest {purpose} {config.name}",
         master="local[2]",
-        extra=local_session_conf(),
+        extra=local_session_conf(committed),
         object_storage=uses_object_store(config),
     )
     if borrowed is None:
@@ -171,7 +173,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     store = open_store(config)
-    with spark_session(config, "verify") as spark:
+    with spark_session(config, "verify", store) as spark:
         report = verify(
             spark,
             config.kafka_settings,
@@ -194,7 +196,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     if args.dry_run:
         report = maintain(config, store, None, retention_hours=retention, dry_run=True)
     else:
-        with spark_session(config, "maintain") as spark:
+        with spark_session(config, "maintain", store) as spark:
             report = maintain(config, store, spark, retention_hours=retention)
     print(json.dumps(report, indent=2, default=str))
     return 0

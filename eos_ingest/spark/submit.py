@@ -50,11 +50,12 @@ def local_driver_options(job_records: int | None = None) -> str:
     return " ".join(o for o in (profile, class_archive.java_options()) if o)
 
 
-def local_session_conf() -> dict[str, str]:
+def local_session_conf(job_records: int | None = None) -> dict[str, str]:
     """The driver settings of a session a command starts in its own process (verify, maintain):
-    a job's options (its profile, the class archive). The JVM's warnings (an archive it cannot
-    map, say) go to stderr, not to the stdout that those commands print their JSON report on."""
-    options = local_driver_options()
+    a job's options (its profile, by the records it reads when known; the class archive). The
+    JVM's warnings (an archive it cannot map, say) go to stderr, not to the stdout that those
+    commands print their JSON report on."""
+    options = local_driver_options(job_records)
     if not options:
         return {}
     return {"spark.driver.extraJavaOptions": f"-Xlog:disable -Xlog:all=warning:stderr {options}"}

@@ -78,5 +78,8 @@ def test_a_commands_own_session_gets_the_jobs_options_with_jvm_warnings_on_stder
     assert local_session_conf() == {
         OPTION: f"-Xlog:disable -Xlog:all=warning:stderr {DRIVER_JVM_PROFILES['two-core']}"
     }
+    assert local_session_conf(SMALL_BATCH_RECORDS) == {
+        OPTION: f"-Xlog:disable -Xlog:all=warning:stderr {DRIVER_JVM_PROFILES['small-batches']}"
+    }
     monkeypatch.setenv("EOS_DRIVER_JVM_PROFILE", "none")
     assert local_session_conf() == {}
