@@ -1,44 +1,56 @@
-# syntax=docker/dockerfile:1
-#
-# The Airflow image of docker-compose.yaml: the official Apache Airflow image plus what `make setup`
-# gives the local stack: the pinned Python packages of requirements.lock, Java 17 for spark-submit,
-# and the Spark connector jars (spark-sql-kafka, Delta) fetched from Maven Central by
-# scripts/fetch-jars.sh, and the eos-ingest package itself (pip install of the repository, no
-# dependencies: the lock has them), whose airflow.plugins entry point gives Airflow the UI plugin.
+# The Airflow image of docker-compose.yaml, built from debian:bookworm-slim alone (no published Airflow
+# image needed): what `make setup` gives the local stack, in a container:
+#   Debian's Python 3.11 with a venv at /opt/eos/venv holding the pinned packages of requirements.lock
+#   (Airflow included; pip checks every download against the lock's hashes), Debian's Java 17 for
+#   spark-submit, the Spark connector jars (spark-sql-kafka, Delta) fetched from Maven Central by
+#   scripts/fetch-jars.sh, and the eos-ingest package itself (no dependencies: the lock has them), whose
+#   airflow.plugins entry point gives Airflow the UI plugin. The entry point is `airflow`, so the
+#   compose file's `command: scheduler` runs `airflow scheduler`. User airflow, uid 50000, group 0, as
+#   in Airflow's own image.
 # docker-compose.yaml mounts dags/, pipelines/ and eos_ingest/ (on PYTHONPATH, so it is imported
 # before the installed copy): edits show without a rebuild.
 #
 # Build context: the repository root (`docker compose build` does this). The ignore file next to this
 # one, airflow.Dockerfile.dockerignore, sends only the files used below, never .state/ or .venv/.
 #
-# The versions live elsewhere and tests/unit/test_docker_compose.py checks that they agree:
-#   apache/airflow:<version>  = the apache-airflow pin in requirements.in
-#   -python<X.Y>              = requires-python in pyproject.toml
-# requirements.lock is compiled for x86_64 Linux (see its header). On an arm64 host (Apple silicon)
-# build and run the amd64 image: DOCKER_DEFAULT_PLATFORM=linux/amd64 docker compose up -d --build
+# tests/unit/test_docker_compose.py checks that the Python of the base (python3 of Debian bookworm,
+# 3.11; PYTHON_VERSION below) is the one requires-python in pyproject.toml names and that the lock
+# pins apache-airflow. requirements.lock is compiled for x86_64 and arm64 Linux alike (universal).
 
-FROM apache/airflow:3.3.2-python3.11 AS base
-
-USER root
-# pyspark's spark-submit starts a JVM: Java 17, as on the local stack. The slim Debian
-# base has no man folders, which the JDK's postinst writes to. JAVA_HOME is a link so it is the same
-# path on amd64 and arm64.
+FROM debian:bookworm-slim AS base
+ENV PYTHON_VERSION=3.11
+# Extra CAs (docker/ca-certificates/README.md, empty in the repository): Debian's ca-certificates
+# adds them to the system bundle, which pip uses (PIP_CERT), and to Java's trust store (Maven).
+COPY docker/ca-certificates/ /usr/local/share/ca-certificates/
+# python3 is 3.11 on bookworm; the JDK's postinst writes to the man folders the slim base lacks;
+# JAVA_HOME is a link so it is the same path on amd64 and arm64; curl for the healthchecks.
 RUN set -eux; \
     mkdir -p /usr/share/man/man1; \
     apt-get update; \
-    apt-get install -y --no-install-recommends openjdk-17-jre-headless; \
+    apt-get install -y --no-install-recommends \
+      "python$PYTHON_VERSION" python3-venv openjdk-17-jre-headless ca-certificates curl procps; \
     ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /usr/lib/jvm/eos-java; \
     /usr/lib/jvm/eos-java/bin/java -version; \
-    apt-get autoremove -yqq --purge; \
-    apt-get clean; \
-    rm -rf /var/lib/apt/lists/*
-ENV JAVA_HOME=/usr/lib/jvm/eos-java
+    "python$PYTHON_VERSION" --version; \
+    rm -rf /var/lib/apt/lists/*; \
+    useradd --uid 50000 --gid 0 --home-dir /home/airflow --create-home --shell /bin/bash airflow; \
+    mkdir -p /opt/eos/venv /opt/airflow; \
+    chown airflow:0 /opt/eos/venv /opt/airflow; \
+    chmod 2775 /opt/airflow
+ENV JAVA_HOME=/usr/lib/jvm/eos-java \
+    VIRTUAL_ENV=/opt/eos/venv \
+    PATH=/opt/eos/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    AIRFLOW_HOME=/opt/airflow \
+    PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
+    PYTHONUNBUFFERED=1
 
 USER airflow
-# The project's exact pins, with hashes (pip checks every download against them). The lock pins
-# apache-airflow to this image's version, so the image's Airflow stays as it is.
+# The project's exact pins, with hashes (pip checks every download against them).
 COPY --chown=airflow:0 requirements.lock /tmp/eos/requirements.lock
-RUN pip install --no-cache-dir -r /tmp/eos/requirements.lock
+RUN set -eux; \
+    "python$PYTHON_VERSION" -m venv /opt/eos/venv; \
+    pip install --no-cache-dir --require-hashes -r /tmp/eos/requirements.lock; \
+    airflow version
 
 
 # ---- jars: Maven runs here only, so neither Maven nor its download cache reach the final image ----
@@ -48,7 +60,6 @@ USER root
 RUN set -eux; \
     apt-get update; \
     apt-get install -y --no-install-recommends maven unzip; \
-    apt-get clean; \
     rm -rf /var/lib/apt/lists/*; \
     mkdir -p /opt/eos/build; \
     chown airflow:0 /opt/eos/build
@@ -58,21 +69,21 @@ WORKDIR /opt/eos/build
 COPY --chown=airflow:0 jvm/ jvm/
 COPY --chown=airflow:0 scripts/fetch-jars.sh scripts/fetch-jars.sh
 # fetch-jars.sh asks the project's .venv/bin/python where pip's pyspark keeps its jars, to drop the
-# connector dependencies Spark already ships; in this image that interpreter is the image's python.
+# connector dependencies Spark already ships; in this image that interpreter is the venv's python.
 RUN set -eux; \
     mkdir -p .venv/bin; \
-    printf '#!/bin/sh\nexec python "$@"\n' > .venv/bin/python; \
-    chmod 755 .venv/bin/python; \
-    EOS_STATE_DIR=/opt/eos/build/state bash scripts/fetch-jars.sh; \
+    ln -s /opt/eos/venv/bin/python .venv/bin/python; \
+    EOS_STATE_DIR=/opt/eos/build/state EOS_FETCH_JARS=spark bash scripts/fetch-jars.sh; \
     test -n "$(ls state/jars/spark)"
 
 
 # ---- the image docker-compose.yaml runs ----
 FROM base
 
-# Only the Spark connector jars: the broker runs in its own container (apache/kafka). The airflow-init
-# service of docker-compose.yaml copies them into the state volume, at $EOS_STATE_DIR/jars/spark,
-# where eos_ingest.paths.spark_jars_dir() looks, so a rebuilt image also refreshes an existing volume.
+# Only the Spark connector jars: the broker runs in its own container (docker/kafka.Dockerfile). The
+# airflow-init service of docker-compose.yaml copies them into the state volume, at
+# $EOS_STATE_DIR/jars/spark, where eos_ingest.paths.spark_jars_dir() looks, so a rebuilt image also
+# refreshes an existing volume.
 COPY --from=jars --chown=airflow:0 /opt/eos/build/state/jars/spark /opt/eos/jars/spark
 COPY docker/eos-ingest /usr/local/bin/eos-ingest
 COPY --chown=airflow:0 pyproject.toml README.md /tmp/eos/package/
@@ -90,3 +101,5 @@ USER airflow
 RUN pip install --no-cache-dir --no-deps /tmp/eos/package && rm -rf /tmp/eos/package
 
 ENV EOS_STATE_DIR=/opt/eos/state
+WORKDIR /opt/airflow
+ENTRYPOINT ["airflow"]

@@ -7,6 +7,8 @@
 #                      Spark jars only for a pipeline whose tables are s3a:// (spark/session.py)
 #   $STATE/jars/s3proxy  the S3 API server of the test stack (stack/s3.sh)
 # A stamp holding the hash of the POMs and the module's sources makes a second run a no-op.
+# EOS_FETCH_JARS (default "kafka spark s3a s3proxy") fetches only the folders named; the Airflow image
+# (docker/airflow.Dockerfile) takes "spark" only. A partial run writes no stamp.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 STATE="${EOS_STATE_DIR:-$ROOT/.state}"
@@ -22,8 +24,10 @@ mvn_home="$(mvn -v | sed -n 's/^Maven home: //p')"
 EOS_MAVEN_CENTRAL_URL="$(unzip -p "$mvn_home"/lib/maven-model-builder-*.jar org/apache/maven/model/pom-4.0.0.xml \
   | grep -o '<url>[^<]*' | head -1 | cut -c6-)"
 export EOS_MAVEN_CENTRAL_URL
+parts=" ${EOS_FETCH_JARS:-kafka spark s3a s3proxy} "
 for part in kafka-broker:kafka spark-connectors:spark s3a:s3a s3proxy:s3proxy; do
   pom="${part%%:*}"; out="$STATE/jars/${part##*:}"
+  [[ "$parts" == *" ${part##*:} "* ]] || continue
   rm -rf "$out"
   mvn -B -q -s "$ROOT/jvm/settings.xml" -Dmaven.repo.local="$STATE/m2" -f "$ROOT/jvm/$pom/pom.xml" \
     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$out"
@@ -31,18 +35,25 @@ done
 # The commit coordinator: built (into the state folder, not the source tree), then its jar and its
 # runtime dependency (the PostgreSQL JDBC driver) go beside hadoop-aws.
 logstore="$ROOT/jvm/delta-jdbc-logstore/pom.xml"
+if [[ "$parts" == *" s3a "* ]]; then
 mvn -B -q -s "$ROOT/jvm/settings.xml" -Dmaven.repo.local="$STATE/m2" -f "$logstore" \
   -Deos.build.dir="$STATE/build/delta-jdbc-logstore" package dependency:copy-dependencies \
   -DincludeScope=runtime -DoutputDirectory="$STATE/jars/s3a"
 cp "$STATE/build/delta-jdbc-logstore/eos-delta-jdbc-logstore.jar" "$STATE/jars/s3a/"
+fi
 # Spark's own jars win: drop every connector dependency that pip's pyspark already ships (in any
 # version), so the classpath holds one Jackson, one Hadoop, one Scala library.
 pyspark_jars="$("$ROOT/.venv/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
 for jar in "$STATE"/jars/spark/*.jar "$STATE"/jars/s3a/*.jar; do
+  [[ -f "$jar" ]] || continue
   artifact="$(basename "$jar" .jar | sed -E 's/-[0-9][^-]*(-[A-Za-z0-9.]+)?$//')"
   if compgen -G "$pyspark_jars/$artifact-[0-9]*.jar" >/dev/null || [[ "$artifact" == shims ]]; then
     rm "$jar"
   fi
 done
+if [[ "$parts" != " kafka spark s3a s3proxy " ]]; then
+  echo "fetch-jars: $(ls "$STATE/jars/spark" 2>/dev/null | wc -l) Spark connector jars (EOS_FETCH_JARS=${EOS_FETCH_JARS})"
+  exit 0
+fi
 echo "$want" > "$STAMP"
 echo "fetch-jars: $(ls "$STATE/jars/kafka" | wc -l) broker jars, $(ls "$STATE/jars/spark" | wc -l) Spark connector jars, $(ls "$STATE/jars/s3a" | wc -l) s3a jars, s3proxy in $STATE/jars"

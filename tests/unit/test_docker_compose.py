@@ -1,6 +1,6 @@
 """docker-compose.yaml describes the same stack as the Makefile's local one.
 
-No Docker here: the compose file, docker/airflow.Dockerfile and docker/postgres-init/ are parsed and
+No Docker here: the compose file, docker/*.Dockerfile and docker/postgres-init/ are parsed and
 compared with the files the local stack is made from (jvm/kafka-broker/pom.xml, stack/stack.sh,
 stack/server.properties.in, requirements.in, requirements.lock, pyproject.toml). Values of the form
 ``${VAR:-default}`` are read as their default, i.e. as `docker compose up` sees them with no .env file.
@@ -24,6 +24,10 @@ from sqlalchemy.engine import make_url
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = "docker-compose.yaml"
 DOCKERFILE = "docker/airflow.Dockerfile"
+# Every image of the compose file is built from a Dockerfile of ours on this one base image, so it
+# builds where no image registry is reachable (scripts/docker.sh base-image makes it there).
+DOCKERFILES = ("docker/airflow.Dockerfile", "docker/kafka.Dockerfile", "docker/postgres.Dockerfile")
+BASE_IMAGE = "debian:bookworm-slim"
 POSTGRES_INIT = "docker/postgres-init"
 AIRFLOW_HOME = "/opt/airflow"
 STATE_DIR = "/opt/eos/state"
@@ -168,9 +172,9 @@ def internal_bootstrap() -> str:
     return f"{host}:{port}"
 
 
-def dockerfile_instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) of docker/airflow.Dockerfile, continuation lines joined."""
-    text = re.sub(r"\\\n", " ", read(DOCKERFILE))
+def dockerfile_instructions(dockerfile: str = DOCKERFILE) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of a Dockerfile (docker/airflow.Dockerfile), continuation lines joined."""
+    text = re.sub(r"\\\n", " ", read(dockerfile))
     result = []
     for line in text.splitlines():
         line = line.strip()
@@ -180,16 +184,15 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
     return result
 
 
-def airflow_base_image() -> tuple[str, str]:
-    """(airflow version, python version) from the apache/airflow FROM line."""
-    bases = [args for word, args in dockerfile_instructions() if word == "FROM" and "apache/airflow" in args]
-    assert len(bases) == 1, f"{DOCKERFILE} should have exactly one FROM apache/airflow:..., found {bases}"
-    match = re.match(r"(?:--\S+\s+)*apache/airflow:(\d+\.\d+\.\d+)-python(\d+\.\d+)\b", bases[0])
-    assert match, (
-        f"{DOCKERFILE}: cannot read the versions from 'FROM {bases[0]}'; write them literally, "
-        f"as apache/airflow:<apache-airflow pin>-python<X.Y>"
-    )
-    return match.group(1), match.group(2)
+def airflow_image_python() -> str:
+    """The Python of the Airflow image: its ENV PYTHON_VERSION (the python<X.Y> it installs)."""
+    values = [
+        m.group(1)
+        for word, args in dockerfile_instructions()
+        if word == "ENV" and (m := re.match(r"PYTHON_VERSION=(\d+\.\d+)$", args))
+    ]
+    assert len(values) == 1, f"{DOCKERFILE} should set ENV PYTHON_VERSION=<X.Y> once, found {values}"
+    return values[0]
 
 
 # ---- Kafka ----------------------------------------------------------------------------------------
@@ -198,10 +201,20 @@ def airflow_base_image() -> tuple[str, str]:
 def test_kafka_image_is_the_broker_version_of_the_local_stack() -> None:
     match = re.search(r"<kafka.version>([^<]+)</kafka.version>", read("jvm/kafka-broker/pom.xml"))
     assert match, "jvm/kafka-broker/pom.xml has no <kafka.version>"
-    image = service("kafka").get("image", "")
-    assert image == f"apache/kafka:{match.group(1)}", (
-        f"{COMPOSE}: kafka runs image {image!r} but the local broker is Kafka {match.group(1)} "
-        f"(jvm/kafka-broker/pom.xml); set the image to apache/kafka:{match.group(1)} in {COMPOSE}"
+    kafka = service("kafka")
+    image = kafka.get("image", "")
+    assert image == f"eos-ingest-kafka:{match.group(1)}", (
+        f"{COMPOSE}: kafka's image is {image!r} but the local broker is Kafka {match.group(1)} "
+        f"(jvm/kafka-broker/pom.xml); tag it eos-ingest-kafka:{match.group(1)} in {COMPOSE}"
+    )
+    assert kafka.get("build", {}).get("dockerfile") == "docker/kafka.Dockerfile", (
+        f"{COMPOSE}: kafka should be built from docker/kafka.Dockerfile (the jars of jvm/kafka-broker)"
+    )
+    copies = " ".join(
+        args for word, args in dockerfile_instructions("docker/kafka.Dockerfile") if word == "COPY"
+    )
+    assert "jvm/kafka-broker/pom.xml" in copies, (
+        "docker/kafka.Dockerfile should fetch the jars of jvm/kafka-broker/pom.xml"
     )
 
 
@@ -275,9 +288,10 @@ def test_kafka_settings_are_those_of_server_properties() -> None:
 def test_kafka_healthcheck_asks_the_broker() -> None:
     test = service("kafka").get("healthcheck", {}).get("test", [])
     command = test if isinstance(test, str) else " ".join(map(str, test))
-    assert "/opt/kafka/bin/kafka-broker-api-versions.sh" in command and "--bootstrap-server" in command, (
-        f"{COMPOSE}: kafka's healthcheck should run /opt/kafka/bin/kafka-broker-api-versions.sh "
-        f"--bootstrap-server ..., so 'healthy' means the broker answers; it is {test!r}"
+    _, port = internal_bootstrap().rsplit(":", 1)
+    assert "Kafka Server started" in command and f"/dev/tcp/127.0.0.1/{port}" in command, (
+        f"{COMPOSE}: kafka's healthcheck should wait for the broker's 'Kafka Server started' line and "
+        f"its listener on port {port}, so 'healthy' means the broker is up; it is {test!r}"
     )
 
 
@@ -309,19 +323,37 @@ def test_airflow_containers_use_the_internal_kafka_listener() -> None:
 def test_airflow_image_is_the_pinned_airflow() -> None:
     match = re.search(r"^apache-airflow==(\S+)", read("requirements.in"), re.MULTILINE)
     assert match, "requirements.in has no apache-airflow==<version> pin"
-    airflow, _ = airflow_base_image()
-    assert airflow == match.group(1), (
-        f"{DOCKERFILE} builds on apache/airflow:{airflow} but requirements.in pins apache-airflow=="
-        f"{match.group(1)}; change the FROM line of {DOCKERFILE}"
+    locked = re.search(r"^apache-airflow==(\S+)", read("requirements.lock"), re.MULTILINE)
+    assert locked and locked.group(1) == match.group(1), (
+        f"requirements.lock (what {DOCKERFILE} installs) pins apache-airflow {locked and locked.group(1)}, "
+        f"requirements.in {match.group(1)}; recompile the lock (make lock)"
+    )
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES)
+def test_images_build_from_the_one_base_image(dockerfile: str) -> None:
+    stages: set[str] = set()
+    for word, args in dockerfile_instructions(dockerfile):
+        if word != "FROM":
+            continue
+        tokens = [t for t in args.split() if not t.startswith("--")]
+        assert tokens[0] in stages or tokens[0] == BASE_IMAGE, (
+            f"{dockerfile}: FROM {tokens[0]}: every stage should start from {BASE_IMAGE} or an earlier "
+            f"stage, the one image scripts/docker.sh base-image makes where no registry is reachable"
+        )
+        if len(tokens) == 3 and tokens[1].upper() == "AS":
+            stages.add(tokens[2])
+    assert not read(dockerfile).startswith("# syntax="), (
+        f"{dockerfile}: a syntax line makes BuildKit pull its frontend image; the built-in one is used"
     )
 
 
 def test_airflow_image_python_is_the_project_python() -> None:
-    _, python = airflow_base_image()
+    python = airflow_image_python()
     requires = tomllib.loads(read("pyproject.toml"))["project"]["requires-python"]
     assert SpecifierSet(requires).contains(python), (
         f"{DOCKERFILE} uses Python {python} but pyproject.toml requires-python is {requires!r}; "
-        f"change the -python<X.Y> suffix of the FROM line in {DOCKERFILE}"
+        f"change PYTHON_VERSION in {DOCKERFILE} (the Python of its Debian release)"
     )
     lock = re.search(r"--python-version[ =](\d+\.\d+)", read("requirements.lock"))
     assert lock and lock.group(1) == python, (
@@ -343,14 +375,15 @@ def test_airflow_image_installs_the_lock_and_the_jars() -> None:
     )
 
 
-def test_airflow_image_copies_only_files_in_its_build_context() -> None:
-    ignore = DOCKERFILE + ".dockerignore"
+@pytest.mark.parametrize("dockerfile", DOCKERFILES)
+def test_images_copy_only_files_in_their_build_context(dockerfile: str) -> None:
+    ignore = dockerfile + ".dockerignore"
     patterns = [
         line.strip() for line in read(ignore).splitlines() if line.strip() and not line.startswith("#")
     ]
     assert patterns[:1] == ["*"], f"{ignore} should start with '*' and list what the build may see with '!'"
     allowed = [p[1:].rstrip("/") for p in patterns if p.startswith("!")]
-    for word, args in dockerfile_instructions():
+    for word, args in dockerfile_instructions(dockerfile):
         if word not in ("COPY", "ADD"):
             continue
         tokens = shlex.split(args)
@@ -359,9 +392,9 @@ def test_airflow_image_copies_only_files_in_its_build_context() -> None:
         sources = [t for t in tokens if not t.startswith("--")][:-1]
         for src in sources:
             src = src.rstrip("/")
-            assert (REPO / src).exists(), f"{DOCKERFILE} copies {src}, which is not in the repository"
+            assert (REPO / src).exists(), f"{dockerfile} copies {src}, which is not in the repository"
             assert any(src == a or src.startswith(a + "/") for a in allowed), (
-                f"{DOCKERFILE} copies {src} but {ignore} keeps it out of the build context; add !{src} there"
+                f"{dockerfile} copies {src} but {ignore} keeps it out of the build context; add !{src} there"
             )
 
 
