@@ -69,10 +69,12 @@ WORKDIR /opt/eos/build
 COPY --chown=airflow:0 jvm/ jvm/
 COPY --chown=airflow:0 scripts/fetch-jars.sh scripts/fetch-jars.sh
 # fetch-jars.sh asks the project's .venv/bin/python where pip's pyspark keeps its jars, to drop the
-# connector dependencies Spark already ships; in this image that interpreter is the venv's python.
+# connector dependencies Spark already ships; here a shim runs the venv's python (a symlink would
+# not: Python finds its venv next to the path it was started by).
 RUN set -eux; \
     mkdir -p .venv/bin; \
-    ln -s /opt/eos/venv/bin/python .venv/bin/python; \
+    printf '#!/bin/sh\nexec /opt/eos/venv/bin/python "$@"\n' > .venv/bin/python; \
+    chmod 755 .venv/bin/python; \
     EOS_STATE_DIR=/opt/eos/build/state EOS_FETCH_JARS=spark bash scripts/fetch-jars.sh; \
     test -n "$(ls state/jars/spark)"
 
