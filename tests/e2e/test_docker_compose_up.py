@@ -200,5 +200,7 @@ def api_token(password: str) -> str:
 
 def test_docker_compose_down_leaves_nothing(compose: Compose) -> None:
     """Runs last in this module: takes the project down itself and looks for what is left."""
+    # The containers' logs first (into compose.log): after this down the fixture's teardown finds none.
+    compose("logs", "--no-color", "--timestamps", check=False, timeout=120)
     compose("down", "-v", "--remove-orphans", timeout=300)
     assert project_leftovers() == {"containers": [], "networks": [], "volumes": []}
