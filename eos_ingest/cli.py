@@ -40,6 +40,9 @@ from eos_ingest.service.operations import (
     record_backfill,
     submit_batch,
 )
+from eos_ingest.spark.session import build_session
+from eos_ingest.spark.submit import local_session_conf
+from eos_ingest.storage.object_stores import configure_session, uses_object_store
 
 log = logging.getLogger(__name__)
 
@@ -139,27 +142,27 @@ def cmd_check_lag(args: argparse.Namespace) -> int:
 
 @contextmanager
 def spark_session(config: PipelineConfig, purpose: str, store: ControlStore) -> Iterator[Any]:
-    """A Spark session for a command that runs Spark in this process (verify, maintain), its driver
-    JVM's profile picked by the records the pipeline committed (what the command reads).
+    """A Spark session for a command that runs Spark in this process (verify, maintain). A session
+    it builds gets the driver JVM profile of a job that reads the pipeline's committed ranges (their
+    offsets: an upper bound of the records, which transaction markers and compaction only lower).
 
     Called in a process that already has a session (a test, a notebook), it borrows it and
     leaves it running: stopping it would break its owner's next Spark step."""
+    # pyspark is imported here, not at the top: the CLI's other commands never load it.
     from pyspark.sql import SparkSession
 
-    from eos_ingest.spark.session import build_session
-    from eos_ingest.spark.submit import local_session_conf
-    from eos_ingest.storage.object_stores import configure_session, uses_object_store
-
     borrowed = SparkSession.getActiveSession()
-    committed = sum(r.range.end - r.range.start for r in store.range_records(config.name) if r.committed)
-    spark = borrowed or build_session(
-        f"eos-ingest {purpose} {config.name}",
-        master="local[2]",
-        extra=local_session_conf(committed),
-        object_storage=uses_object_store(config),
-    )
     if borrowed is None:
+        committed = sum(r.range.end - r.range.start for r in store.range_records(config.name) if r.committed)
+        spark = build_session(
+            f"eos-ingest {purpose} {config.name}",
+            master="local[2]",
+            extra=local_session_conf(committed),
+            object_storage=uses_object_store(config),
+        )
         spark.sparkContext.setLogLevel("ERROR")
+    else:
+        spark = borrowed
     try:
         configure_session(spark, config)
         yield spark
