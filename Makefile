@@ -5,7 +5,7 @@ export EOS_STATE_DIR ?= $(ROOT)/.state
 VENV := $(ROOT)/.venv
 PY := $(VENV)/bin/python
 
-.PHONY: compose-test setup stack-up stack-down spark-up spark-down lint docs test test-unit test-pythons bench chaos clean lock
+.PHONY: compose-test setup stack-up stack-down spark-up spark-down lint docs test test-unit test-pythons bench chaos clean lock lock-airflow-image
 
 setup:
 	@scripts/setup.sh
@@ -52,13 +52,17 @@ test-unit: setup
 
 # The unit tests and a real batch (the wheel test: broker, spark-submit, Delta, GX) on each other
 # Python the package supports, in venvs with the lock's pins (scripts/pythons.sh: 3.12, 3.13).
-# `make test` runs a short part of it (tests/integration/test_pythons.py).
+# `make test` runs a short part of it (tests/integration/test_pythons.py). Then the wheel in a venv
+# that mirrors an official Airflow image (scripts/pythons.sh image: Python 3.12,
+# requirements-airflow-image.lock): Airflow untouched, the DAG folder's DagBag, the CLI and plugin.
 test-pythons: setup
 	@for version in $$(scripts/pythons.sh versions); do \
 	  python="$$(scripts/pythons.sh venv $$version)" || exit 1; \
 	  echo "== Python $$version: $$python"; \
 	  "$$python" -m pytest -p no:cacheprovider tests/unit tests/integration/test_wheel.py $(PYTEST_ARGS) || exit 1; \
 	done
+	@python="$$(scripts/pythons.sh image)" && echo "== the Airflow image: $$python"
+	EOS_AIRFLOW_IMAGE=1 $(PY) -m pytest -p no:cacheprovider tests/integration/test_airflow_image.py $(PYTEST_ARGS)
 
 # docker-compose.yaml run for real (tests/e2e/test_docker_compose_up.py): Docker Engine and Compose
 # (scripts/docker.sh install: as root), the base image (made with mmdebstrap where no registry has
@@ -74,6 +78,13 @@ compose-test: setup
 lock:
 	$(VENV)/bin/uv pip compile requirements.in -o requirements.lock --universal --python-version 3.11 \
 	  --generate-hashes -q
+
+# Re-resolve requirements-airflow-image.in (Airflow 3.3.2 with its official image's default extras)
+# for the image's Python 3.12 only. It stands in for Airflow's published constraints file, which
+# cannot be fetched from every machine. scripts/pythons.sh image installs it.
+lock-airflow-image:
+	$(VENV)/bin/uv pip compile requirements-airflow-image.in -o requirements-airflow-image.lock \
+	  --python-version 3.12 --generate-hashes -q
 
 # Removes all generated state: venv, jars, Kafka data, databases, Delta tables.
 clean: stack-down

@@ -5,6 +5,12 @@
 #   scripts/pythons.sh find 3.12     the interpreter's path (exit 3 when there is none)
 #   scripts/pythons.sh venv 3.12     the venv's python, made (or remade, when the lock, pyproject.toml
 #                                    or the interpreter changed) under $EOS_STATE_DIR/pythons/3.12
+#   scripts/pythons.sh image         the python of a venv that mirrors an official Airflow image
+#                                    (Python 3.12, requirements-airflow-image.lock), with eos-ingest's
+#                                    wheel installed as docs/install.md says; prints what that install
+#                                    changed in the image's packages (also kept in the venv's
+#                                    .eos-changes.json). Installs the Debian packages python-ldap and
+#                                    mysqlclient build from (as root, or password-less sudo).
 # Interpreters are looked for on PATH (python3.12) and under pyenv ($PYENV_ROOT/versions/3.12.*).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -50,12 +56,108 @@ make_venv() {
   echo "$venv/bin/python"
 }
 
+# The official image's Python, and the pins docs/install.md's command adds: pyspark and pyspark-client
+# (pulled by the Spark provider) ship the same pyspark/ files and must be one version; both, and
+# delta-spark, equal the jars of jvm/spark-connectors/pom.xml (without the pins pip picked pyspark
+# 4.1.4 beside pyspark-client 4.1.3, and delta-spark 4.4.1, whose jar is not published).
+IMAGE_PYTHON=3.12
+IMAGE_PINS="pyspark==4.1.3 pyspark-client==4.1.3 delta-spark==4.4.0"
+# What python-ldap and mysqlclient (the image's ldap and mysql extras) compile against.
+IMAGE_DEBIAN="build-essential pkg-config libldap2-dev libsasl2-dev default-libmysqlclient-dev"
+
+debian_packages() {
+  local missing=() package sudo=()
+  for package in "$@"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  if [[ "$(id -u)" -ne 0 ]]; then
+    sudo -n true 2>/dev/null || { echo "pythons.sh: needs root or password-less sudo to install: apt-get install ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo -n)
+  fi
+  command -v apt-get >/dev/null || { echo "pythons.sh: install ${missing[*]} (no apt-get here)" >&2; exit 1; }
+  echo "pythons.sh: installing Debian's ${missing[*]}" >&2
+  # A lock held by another apt run (unattended upgrades) is waited for, not an error.
+  "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=300 update -qq >&2
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq \
+    --no-install-recommends "${missing[@]}" >&2
+}
+
+# The image venv in two steps, each with its stamp: the image (the lock and the interpreter), then
+# eos-ingest (its sources and pyproject.toml). A changed checkout re-syncs the lock (undoing the last
+# install: a cached, quick step) and installs the new wheel; only a changed lock remakes the venv.
+image_venv() {
+  local python venv image_want eos_want build before after
+  if ! python="$(find_python "$IMAGE_PYTHON")"; then
+    echo "pythons.sh: Python $IMAGE_PYTHON not found on PATH or under pyenv; install it and run again" >&2
+    exit 3
+  fi
+  venv="$STATE/pythons/airflow-image"
+  image_want="$( (cat "$ROOT/requirements-airflow-image.lock"; "$python" -VV) | sha256sum | cut -c1-16)"
+  eos_want="$( (echo "$IMAGE_PINS"; cat "$ROOT/pyproject.toml" "$ROOT/README.md";
+    cd "$ROOT" && find eos_ingest -type f ! -name '*.pyc' ! -path '*/__pycache__/*' | sort | xargs cat) | sha256sum | cut -c1-16)"
+  if [[ ! -f "$venv/.eos-stamp" || "$(cat "$venv/.eos-stamp")" != "$image_want" ]]; then
+    debian_packages $IMAGE_DEBIAN
+    rm -rf "$venv"
+    "$UV" venv -q --python "$python" "$venv"
+    SECONDS=0
+    "$UV" pip sync -q --compile-bytecode --python "$venv/bin/python" "$ROOT/requirements-airflow-image.lock"
+    echo "$image_want" > "$venv/.eos-stamp"
+    echo "pythons.sh: the Airflow image's venv made in $venv (lock synced in ${SECONDS} s)" >&2
+  fi
+  if [[ ! -f "$venv/.eos-wheel-stamp" || "$(cat "$venv/.eos-wheel-stamp")" != "$eos_want" ]]; then
+    rm -f "$venv/.eos-wheel-stamp"
+    "$UV" pip sync -q --compile-bytecode --python "$venv/bin/python" "$ROOT/requirements-airflow-image.lock"
+    # The wheel from a copy of what it is made of: no build/ or egg-info left in the checkout.
+    build="$(mktemp -d)"
+    mkdir "$build/source"
+    cp "$ROOT/pyproject.toml" "$ROOT/README.md" "$build/source/"
+    (cd "$ROOT" && find eos_ingest -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 \
+      | xargs -0 cp --parents -t "$build/source")
+    "$UV" build -q --wheel -o "$build/dist" "$build/source"
+    before="$("$UV" pip freeze -q --python "$venv/bin/python")"
+    SECONDS=0
+    # The image's own pip, as its users run it: what is installed stays unless a range needs otherwise.
+    # shellcheck disable=SC2086
+    "$venv/bin/python" -m pip install -q --no-input "$(ls "$build"/dist/eos_ingest-*.whl)[airflow]" $IMAGE_PINS >&2
+    after="$("$UV" pip freeze -q --python "$venv/bin/python")"
+    echo "pythons.sh: eos-ingest[airflow] installed in ${SECONDS} s" >&2
+    rm -rf "$build"
+    "$venv/bin/python" - "$venv/.eos-changes.json" <(echo "$before") <(echo "$after") <<'PY' >&2
+import json, re, sys
+
+def pins(path):
+    out = {}
+    for line in open(path):
+        m = re.match(r"^([A-Za-z0-9_.\-]+)(?:==| @ )(\S+)", line.strip())
+        if m:  # name==version, or name @ file:///.../eos_ingest-0.1.0-py3-none-any.whl
+            out[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2).rsplit("/", 1)[-1].split("#")[0]
+    return out
+
+before, after = pins(sys.argv[2]), pins(sys.argv[3])
+changes = {
+    "added": {n: v for n, v in sorted(after.items()) if n not in before},
+    "changed": {n: [before[n], v] for n, v in sorted(after.items()) if n in before and before[n] != v},
+    "removed": {n: v for n, v in sorted(before.items()) if n not in after},
+}
+json.dump(changes, open(sys.argv[1], "w"), indent=1)
+print(f"pythons.sh: the install added {len(changes['added'])}, changed {len(changes['changed'])}, removed {len(changes['removed'])} of the image's {len(before)} packages")
+for kind, items in changes.items():
+    for name, version in items.items():
+        print(f"  {kind}: {name} {' -> '.join(version) if isinstance(version, list) else version}")
+PY
+    echo "$eos_want" > "$venv/.eos-wheel-stamp"
+  fi
+  echo "$venv/bin/python"
+}
+
 case "${1:-}" in
   versions) echo "$VERSIONS" ;;
+  image) image_venv ;;
   find) find_python "${2:?a version, e.g. 3.12}" ;;
   venv) make_venv "${2:?a version, e.g. 3.12}" ;;
   *)
-    echo "usage: scripts/pythons.sh versions | find VERSION | venv VERSION" >&2
+    echo "usage: scripts/pythons.sh versions | find VERSION | venv VERSION | image" >&2
     exit 2
     ;;
 esac
