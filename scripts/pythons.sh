@@ -58,8 +58,8 @@ make_venv() {
 
 # The official image's Python, and the pins docs/install.md's command adds: pyspark and pyspark-client
 # (pulled by the Spark provider) ship the same pyspark/ files and must be one version; both, and
-# delta-spark, equal the jars of jvm/spark-connectors/pom.xml (without the pins pip picked pyspark
-# 4.1.4 beside pyspark-client 4.1.3, and delta-spark 4.4.1, whose jar is not published).
+# delta-spark, equal the jars of jvm/spark-connectors/pom.xml (without the pins the image's pip picks
+# pyspark 4.1.4 beside pyspark-client 4.2.0, and delta-spark 4.4.1, whose jar is not published).
 IMAGE_PYTHON=3.12
 IMAGE_PINS="pyspark==4.1.3 pyspark-client==4.1.3 delta-spark==4.4.0"
 # What python-ldap and mysqlclient (the image's ldap and mysql extras) compile against.
