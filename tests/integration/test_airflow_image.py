@@ -86,6 +86,11 @@ def test_airflow_and_its_providers_stay_the_image_locks(python: Path) -> None:
         "apache-airflow-providers-apache-spark"
     ], changes
     assert "eos-ingest" in changes["added"] and now["eos-ingest"], changes
+    # Every requirement of every package still holds (importlib-metadata's downgrade included).
+    check = subprocess.run(
+        [str(python), "-m", "pip", "check"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
     # The pins docs/install.md's command adds: pyspark and pyspark-client one version, the jars'.
     assert now["pyspark"] == now["pyspark-client"] == "4.1.3", now
     assert now["delta-spark"] == "4.4.0", now
