@@ -101,6 +101,9 @@ image_venv() {
     rm -rf "$venv"
     "$UV" venv -q --python "$python" "$venv"
     SECONDS=0
+    # --compile-bytecode here, unlike make_venv: the image's packages come compiled (pip compiles
+    # what it installs), and a first DagBag load that compiled Airflow, the providers, pyspark and GX
+    # took 73 s once, past Airflow's 30 s dagbag_import_timeout (test_airflow_image.py); compiled, 7.3 s.
     "$UV" pip sync -q --compile-bytecode --python "$venv/bin/python" "$ROOT/requirements-airflow-image.lock"
     echo "$image_want" > "$venv/.eos-stamp"
     echo "pythons.sh: the Airflow image's venv made in $venv (lock synced in ${SECONDS} s)" >&2
@@ -123,29 +126,7 @@ image_venv() {
     after="$("$UV" pip freeze -q --python "$venv/bin/python")"
     echo "pythons.sh: eos-ingest[airflow] installed in ${SECONDS} s" >&2
     rm -rf "$build"
-    "$venv/bin/python" - "$venv/.eos-changes.json" <(echo "$before") <(echo "$after") <<'PY' >&2
-import json, re, sys
-
-def pins(path):
-    out = {}
-    for line in open(path):
-        m = re.match(r"^([A-Za-z0-9_.\-]+)(?:==| @ )(\S+)", line.strip())
-        if m:  # name==version, or name @ file:///.../eos_ingest-0.1.0-py3-none-any.whl
-            out[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2).rsplit("/", 1)[-1].split("#")[0]
-    return out
-
-before, after = pins(sys.argv[2]), pins(sys.argv[3])
-changes = {
-    "added": {n: v for n, v in sorted(after.items()) if n not in before},
-    "changed": {n: [before[n], v] for n, v in sorted(after.items()) if n in before and before[n] != v},
-    "removed": {n: v for n, v in sorted(before.items()) if n not in after},
-}
-json.dump(changes, open(sys.argv[1], "w"), indent=1)
-print(f"pythons.sh: the install added {len(changes['added'])}, changed {len(changes['changed'])}, removed {len(changes['removed'])} of the image's {len(before)} packages")
-for kind, items in changes.items():
-    for name, version in items.items():
-        print(f"  {kind}: {name} {' -> '.join(version) if isinstance(version, list) else version}")
-PY
+    "$venv/bin/python" "$ROOT/scripts/package_changes.py" "$venv/.eos-changes.json" <(echo "$before") <(echo "$after") >&2
     echo "$eos_want" > "$venv/.eos-wheel-stamp"
   fi
   echo "$venv/bin/python"
