@@ -349,8 +349,8 @@ class ChaosRun:
 
     def ingest_loop(self) -> None:
         """`eos-ingest run --until-caught-up` again and again; at spread moments a zombie pair
-        instead. The first run, and a run after a killed one that committed nothing, are not
-        killed, so batches commit and backfills find committed ranges."""
+        instead. No run is killed before the first batch commits, nor after a killed one that
+        committed nothing, so batches commit and backfills find committed ranges."""
         zombie_times = spread(self.cfg.zombies, self.cfg.chaos_seconds, offset=0.3)
         tries = 0
         may_kill = False
@@ -369,8 +369,13 @@ class ChaosRun:
                 continue
             argv = self.cli("run", "--master", self.cfg.master, "--until-caught-up")
             job = self.run_with_chaos("run", argv, "start", may_kill=may_kill)
-            may_kill = job.killed_in is None or bool(job.committed_ids)
+            # A first run that found nothing to plan (the producers had not begun) does not open the
+            # kills: a kill of the next one put the first commit, which the zombie pair, the
+            # backfills and maintain wait for, a whole run later.
             self.after_run(job)
+            may_kill = bool(self.tally.batches_committed) and (
+                job.killed_in is None or bool(job.committed_ids)
+            )
             if job.killed_in is None and job.proc.returncode == 0 and '"batch": null' in job.stdout:
                 self.stop.wait(1.0)  # nothing new: do not spin
             elif job.proc.returncode not in (0, -9):
