@@ -52,7 +52,8 @@ test-unit: setup
 
 # The unit tests and a real batch (the wheel test: broker, spark-submit, Delta, GX) on each other
 # Python the package supports, in venvs with the lock's pins (scripts/pythons.sh: 3.12, 3.13).
-# `make test` runs a short part of it (tests/integration/test_pythons.py). Then the wheel in a venv
+# `make test` runs a short part of it (tests/integration/test_pythons.py, on the newest version; here
+# on each). Then the wheel in a venv
 # that mirrors an official Airflow image (scripts/pythons.sh image: Python 3.12,
 # requirements-airflow-image.lock): Airflow untouched, the DAG folder's DagBag, the CLI and plugin.
 test-pythons: setup
@@ -62,7 +63,8 @@ test-pythons: setup
 	  "$$python" -m pytest -p no:cacheprovider tests/unit tests/integration/test_wheel.py $(PYTEST_ARGS) || exit 1; \
 	done
 	@python="$$(scripts/pythons.sh image)" && echo "== the Airflow image: $$python"
-	EOS_AIRFLOW_IMAGE=1 $(PY) -m pytest -p no:cacheprovider tests/integration/test_airflow_image.py $(PYTEST_ARGS)
+	EOS_AIRFLOW_IMAGE=1 EOS_TEST_PYTHONS=all $(PY) -m pytest -p no:cacheprovider tests/integration/test_airflow_image.py \
+	  tests/integration/test_pythons.py $(PYTEST_ARGS)
 
 # docker-compose.yaml run for real (tests/e2e/test_docker_compose_up.py): Docker Engine and Compose
 # (scripts/docker.sh install: as root), the base image (made with mmdebstrap where no registry has
