@@ -113,13 +113,16 @@ base_image() {
     echo "docker.sh: $BASE_IMAGE pulled"
     return 0
   fi
-  local tar="$DIR/bookworm-slim.tar"
-  if [[ ! -s "$tar" ]]; then
+  local tar="$DIR/bookworm-slim.tar" partial="$DIR/bookworm-slim.partial.tar"
+  if [[ ! -f "$tar" || ! -s "$tar" ]]; then
     command -v mmdebstrap >/dev/null || { echo "docker.sh: mmdebstrap is missing; run $0 install" >&2; exit 1; }
     mkdir -p "$DIR"
+    rm -rf "$tar" "$partial"
     echo "docker.sh: no registry for $BASE_IMAGE; making it with mmdebstrap (minbase bookworm)"
-    nice -n 19 mmdebstrap --quiet --variant=minbase bookworm "$tar.tmp"
-    mv "$tar.tmp" "$tar"
+    # mmdebstrap picks its output format by the name's extension: a name not ending in .tar (the
+    # .tmp this had) makes a directory, which `docker import` cannot read.
+    nice -n 19 mmdebstrap --quiet --variant=minbase bookworm "$partial"
+    mv "$partial" "$tar"
   fi
   "$DOCKER" import --change 'CMD ["bash"]' "$tar" "$BASE_IMAGE" >/dev/null
   echo "docker.sh: $BASE_IMAGE imported from $tar"
