@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest.spark.session import DELTA_CONF, LOCAL_CONF, local_jars, spark_submit_binary, spark_submit_env
-from eos_ingest.storage.object_stores import LOG_STORE_CONF, S3Access, delta_rs_uri
-from tests.s3a_helpers import commit_entries
+from eos_ingest.spark.session import spark_submit_env
+from eos_ingest.storage.object_stores import S3Access, delta_rs_uri
+from tests.s3a_helpers import commit_entries, spark_app_argv
 
 pytestmark = pytest.mark.integration
 postgres_only = pytest.mark.parametrize("control_db_url", ["postgresql"], indirect=True)
@@ -25,15 +25,11 @@ def test_old_commit_entries_are_deleted_and_a_zombie_cannot_reuse_their_versions
     s3_server, control_db_url, tmp_path
 ) -> None:
     table = f"s3a://{s3_server.make_bucket()}/cleanup"
-    argv = [spark_submit_binary(), "--master", "local[1]", "--driver-memory", "512m",
-            "--jars", ",".join(local_jars(object_storage=True))]  # fmt: skip
-    for key, value in {**DELTA_CONF, **LOCAL_CONF, "spark.log.level": "WARN", **LOG_STORE_CONF}.items():
-        argv += ["--conf", f"{key}={value}"]
     env = {**spark_submit_env(), **s3_server.env, "EOS_TEST_CONTROL_DB_URL": control_db_url}
     log = tmp_path / "app.log"
     with log.open("w") as err:
         done = subprocess.run(
-            [*argv, str(APP), table, str(COMMITS), str(KEEP), str(ZOMBIE_VERSION)],
+            [*spark_app_argv(APP), table, str(COMMITS), str(KEEP), str(ZOMBIE_VERSION)],
             env=env, stdout=subprocess.PIPE, stderr=err, text=True, timeout=1200, check=False,
         )  # fmt: skip
     print(done.stdout)
