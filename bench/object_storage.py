@@ -133,13 +133,22 @@ def commit_times(aws: dict[str, str], db_url: str, commits: int, coordinator: bo
 
 
 def race(
-    table: str, aws: dict[str, str], db_url: str, work: Path, coordinator: bool, rounds: int
+    table: str,
+    aws: dict[str, str],
+    db_url: str,
+    work: Path,
+    coordinator: bool,
+    rounds: int,
+    driver_java_options: str = "",
 ) -> list[tuple[str, int]]:
     """The two race applications started together on the s3a `table`, up to `rounds` rounds each:
-    the (writer, round) of every commit they reported as a success. Each must exit 0."""
+    the (writer, round) of every commit they reported as a success. Each must exit 0.
+    driver_java_options (empty: the JVM's defaults, as the bench runs them) go to both drivers."""
     barrier = work / f"race-{uuid.uuid4().hex[:8]}"
     barrier.mkdir(parents=True)
     conf = {**DELTA_CONF, **LOCAL_CONF, "spark.log.level": "WARN", **(LOG_STORE_CONF if coordinator else {})}
+    if driver_java_options:
+        conf["spark.driver.extraJavaOptions"] = driver_java_options
     argv = [spark_submit_binary(), "--master", "local[1]", "--driver-memory", "512m",
             "--jars", ",".join(local_jars(object_storage=True))]  # fmt: skip
     for key, value in conf.items():
