@@ -5,13 +5,13 @@ every committed record must be in the table exactly once."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from collections import Counter
 
 import pytest
 
+from eos_ingest.storage.object_stores import delta_rs_table
 from tests.kafka_helpers import TxProducer, read_committed
 from tests.s3a_helpers import CLI, cli, commit_entries, identities
 
@@ -59,17 +59,18 @@ def test_an_ingest_and_overlapping_backfills_at_once_all_commit_and_leave_one_co
         print(f"--- {name} ---\n{output[-1500:]}")
         assert proc.returncode == 0, f"{name} exited {proc.returncode}:\n{output[-5000:]}"
 
-    verify = cli("verify", "--config", str(config.source), env=env)
-    assert verify.returncode == 0, verify.stdout + verify.stderr[-4000:]
-    report = json.loads(verify.stdout)
-    assert (report["ok"], report["missing"], report["duplicates"]) == (True, 0, 0), report
-
-    # delta-rs, not Spark, finds every committed record once.
+    # Every committed record once, nothing else: Kafka's committed records (a read_committed
+    # consumer) against the table read by delta-rs (not Spark, not the job's code). This is what
+    # `eos-ingest verify` compares too; it ran here as well, and its Spark session (~20 s on 2
+    # cores) added no check: every record is valid JSON, so none belongs in the quarantine table,
+    # which must hold none of them either.
     for key, value in s3_server.env.items():
         monkeypatch.setenv(key, value)
     committed = {(p, o) for p, o, _ in read_committed(kafka_bootstrap, topic, 2)}
     assert len(committed) == 500
     assert identities(str(config.output_path), topic) == Counter(dict.fromkeys(committed, 1))
+    quarantine = delta_rs_table(str(config.quarantine_path))
+    assert quarantine is None or quarantine.to_pyarrow_table().num_rows == 0
     # Every commit went through the coordinator and completed: one entry per version.
     table = str(config.output_path)
     entries = [(name, done) for path, name, done in commit_entries(control_db_url, table) if path == table]
