@@ -23,7 +23,7 @@ from eos_ingest.control.schema import (
     topic_identities,
     utc_now,
 )
-from eos_ingest.errors import FencedError, PlanError
+from eos_ingest.errors import BatchStateError, FencedError, PlanError
 from eos_ingest.plan.identity import TopicIdentity
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 
@@ -108,6 +108,14 @@ def load(conn: Connection, where: Any, limit: int, *, oldest_first: bool = False
             ranges[int(r.batch_id)].append(range_of(r))
             ids[int(r.batch_id)].append(r.topic_id)
     return [batch_of(row, tuple(ranges[int(row.batch_id)]), tuple(ids[int(row.batch_id)])) for row in rows]
+
+
+def require(conn: Connection, batch_id: int, store: str) -> Batch:
+    """The batch, or BatchStateError naming the control store (`store`, its URL without password)."""
+    found = load(conn, batches.c.batch_id == batch_id, 1)
+    if not found:
+        raise BatchStateError(f"batch {batch_id} does not exist in the control store {store}")
+    return found[0]
 
 
 def range_of(row: Row[Any]) -> PlannedRange:

@@ -5,9 +5,9 @@ It implements steps 1 (plan), 2 (fence) and 7 (commit) of the exactly-once proto
 retry, a zombie attempt or a second scheduler can never move offsets twice.
 
 ControlStore is the one door: it owns the transactions and delegates their bodies by concept to
-scheduled_plan (step 1), backfill, offset_reset, vacuum_lock, lag_samples (the page's lag history)
-and queries (rows and reads). It is past 400 lines for that reason: each method is a short
-transaction around one of those bodies, with the contract its callers rely on in its docstring.
+scheduled_plan (step 1), batch_commit (step 7), backfill, offset_reset, vacuum_lock, lag_samples
+(the page's lag history) and queries (rows and reads): each method is a short transaction around
+one of those bodies, with the contract its callers rely on in its docstring.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection, and_, select, update
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
-from eos_ingest.control import backfill, lag_samples, offset_reset, scheduled_plan, vacuum_lock
+from eos_ingest.control import backfill, batch_commit, lag_samples, offset_reset, scheduled_plan, vacuum_lock
 from eos_ingest.control import queries as q
 from eos_ingest.control.engine import TransactionRunner
 from eos_ingest.control.lag_samples import LagSample
@@ -289,40 +289,14 @@ class ControlStore:
         """Step 7, one transaction: mark the batch committed only if it is planned with this fence,
         and for a scheduled batch move each partition's committed offset start -> end by
         compare-and-set. Any mismatch rolls everything back and raises FencedError."""
-        counts = (records_read, records_written, records_quarantined)
-        if min(counts) < 0 or records_read != records_written + records_quarantined:
-            raise ValueError(
-                f"batch {batch_id}: records_read={records_read} must equal records_written="
-                f"{records_written} + records_quarantined={records_quarantined} (none negative): "
-                "every record read is either written or quarantined, never dropped"
-            )
+        batch_commit.check_counts(batch_id, records_read, records_written, records_quarantined)
 
         def run(conn: Connection) -> Batch:
-            now = utc_now()
-            where = and_(
-                batches.c.batch_id == batch_id,
-                batches.c.status == BatchStatus.PLANNED.value,
-                batches.c.fence == fence,
-            )
-            changed = conn.execute(
-                update(batches).where(where).values(
-                    status=BatchStatus.COMMITTED.value, records_read=records_read,
-                    records_written=records_written, records_quarantined=records_quarantined,
-                    delta_version=delta_version, quarantine_delta_version=quarantine_delta_version,
-                    error=None, updated_at=now, committed_at=now,
-                )
+            return batch_commit.commit(
+                conn, batch_id, fence, self.safe_url,
+                counts=(records_read, records_written, records_quarantined),
+                versions=(delta_version, quarantine_delta_version),
             )  # fmt: skip
-            batch = self._require(conn, batch_id)
-            if changed.rowcount != 1:
-                raise FencedError(
-                    f"batch {batch_id}: this attempt holds fence {fence} but the batch is "
-                    f"{batch.status.value} with fence {batch.fence}: another attempt owns or finished "
-                    "it, so this attempt commits nothing"
-                )
-            if batch.kind is BatchKind.SCHEDULED:
-                for r in batch.ranges:
-                    q.cas_offset(conn, batch.pipeline, r.topic, r.partition, r.start, r.end, now, batch_id)
-            return batch
 
         return self._db.run(run, write=True)
 
@@ -420,7 +394,4 @@ class ControlStore:
         return self._db.run(lambda conn: int(conn.execute(query).rowcount), write=True)
 
     def _require(self, conn: Connection, batch_id: int) -> Batch:
-        found = q.load(conn, batches.c.batch_id == batch_id, 1)
-        if not found:
-            raise BatchStateError(f"batch {batch_id} does not exist in the control store {self.safe_url}")
-        return found[0]
+        return q.require(conn, batch_id, self.safe_url)
