@@ -1,5 +1,5 @@
 """A short chaos run (bench/chaos, the code of `make chaos`) on its own broker and PostgreSQL: about
-3 minutes on a 2-core machine (161-190 s beside other tests; with 5 kills it took 7.7 minutes). It
+2.5 minutes on a 2-core machine (152-153 s alone, up to 190 s beside other tests; with 5 kills 7.7 minutes). It
 must end with exactly one copy of every committed record, after every fault it was asked for happened."""
 
 from __future__ import annotations
