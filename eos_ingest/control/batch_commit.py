@@ -13,6 +13,15 @@ from eos_ingest.control.schema import BatchKind, BatchStatus, batches, utc_now
 from eos_ingest.errors import FencedError
 
 
+def fenced(batch: Batch, fence: int, consequence: str) -> FencedError:
+    """The error of an attempt holding `fence` whose batch is no longer planned with it."""
+    return FencedError(
+        f"batch {batch.batch_id}: this attempt holds fence {fence} but the batch is "
+        f"{batch.status.value} with fence {batch.fence}: another attempt owns or finished "
+        f"it, so this attempt {consequence}"
+    )
+
+
 def check_counts(batch_id: int, records_read: int, records_written: int, records_quarantined: int) -> None:
     """ValueError unless every record read was written or quarantined, and none is negative."""
     counts = (records_read, records_written, records_quarantined)
@@ -53,11 +62,7 @@ def commit(
     )  # fmt: skip
     batch = q.require(conn, batch_id, store)
     if changed.rowcount != 1:
-        raise FencedError(
-            f"batch {batch_id}: this attempt holds fence {fence} but the batch is "
-            f"{batch.status.value} with fence {batch.fence}: another attempt owns or finished "
-            "it, so this attempt commits nothing"
-        )
+        raise fenced(batch, fence, "commits nothing")
     if batch.kind is BatchKind.SCHEDULED:
         for r in batch.ranges:
             q.cas_offset(conn, batch.pipeline, r.topic, r.partition, r.start, r.end, now, batch_id)

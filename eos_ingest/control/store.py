@@ -25,7 +25,7 @@ from eos_ingest.control.lag_samples import LagSample
 from eos_ingest.control.queries import Batch, RangeRecord
 from eos_ingest.control.schema import BatchKind, BatchStatus, batches, utc_now
 from eos_ingest.control.schema import ensure_schema as _ensure_schema
-from eos_ingest.errors import BatchStateError, FencedError
+from eos_ingest.errors import BatchStateError
 from eos_ingest.plan.identity import KafkaIdentity, TopicIdentity
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 from eos_ingest.redact import redact_text
@@ -269,11 +269,7 @@ class ControlStore:
         this fence, so a superseded attempt stops before it writes anything."""
         batch = self.get_batch(batch_id)
         if batch.status is not BatchStatus.PLANNED or batch.fence != fence:
-            raise FencedError(
-                f"batch {batch_id}: this attempt holds fence {fence} but the batch is "
-                f"{batch.status.value} with fence {batch.fence}: another attempt owns or finished "
-                "it, so this attempt writes and commits nothing"
-            )
+            raise batch_commit.fenced(batch, fence, "writes and commits nothing")
 
     def commit_batch(
         self,
