@@ -5,9 +5,12 @@
 #   $STATE/jars/s3a    hadoop-aws with the AWS SDK, and the Delta commit coordinator built from
 #                      jvm/delta-jdbc-logstore with the PostgreSQL JDBC driver: added to the
 #                      Spark jars only for a pipeline whose tables are s3a:// (spark/session.py)
+#   $STATE/jars/iceberg  Iceberg's Spark runtime and the JDBC drivers of its JDBC catalog (SQLite,
+#                      PostgreSQL): added to the Spark jars only for a pipeline whose output.format
+#                      is iceberg (spark/session.py)
 #   $STATE/jars/s3proxy  the S3 API server of the test stack (stack/s3.sh)
 # A stamp holding the hash of the POMs and the module's sources makes a second run a no-op.
-# EOS_FETCH_JARS (default "kafka spark s3a s3proxy") fetches only the folders named; the Airflow image
+# EOS_FETCH_JARS (default "kafka spark s3a iceberg s3proxy") fetches only the folders named; the Airflow image
 # (docker/airflow.Dockerfile) takes "spark" only. A partial run writes no stamp.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,8 +27,8 @@ mvn_home="$(mvn -v | sed -n 's/^Maven home: //p')"
 EOS_MAVEN_CENTRAL_URL="$(unzip -p "$mvn_home"/lib/maven-model-builder-*.jar org/apache/maven/model/pom-4.0.0.xml \
   | grep -o '<url>[^<]*' | head -1 | cut -c6-)"
 export EOS_MAVEN_CENTRAL_URL
-parts=" ${EOS_FETCH_JARS:-kafka spark s3a s3proxy} "
-for part in kafka-broker:kafka spark-connectors:spark s3a:s3a s3proxy:s3proxy; do
+parts=" ${EOS_FETCH_JARS:-kafka spark s3a iceberg s3proxy} "
+for part in kafka-broker:kafka spark-connectors:spark s3a:s3a iceberg:iceberg s3proxy:s3proxy; do
   pom="${part%%:*}"; out="$STATE/jars/${part##*:}"
   [[ "$parts" == *" ${part##*:} "* ]] || continue
   rm -rf "$out"
@@ -44,16 +47,16 @@ fi
 # Spark's own jars win: drop every connector dependency that pip's pyspark already ships (in any
 # version), so the classpath holds one Jackson, one Hadoop, one Scala library.
 pyspark_jars="$("$ROOT/.venv/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
-for jar in "$STATE"/jars/spark/*.jar "$STATE"/jars/s3a/*.jar; do
+for jar in "$STATE"/jars/spark/*.jar "$STATE"/jars/s3a/*.jar "$STATE"/jars/iceberg/*.jar; do
   [[ -f "$jar" ]] || continue
   artifact="$(basename "$jar" .jar | sed -E 's/-[0-9][^-]*(-[A-Za-z0-9.]+)?$//')"
   if compgen -G "$pyspark_jars/$artifact-[0-9]*.jar" >/dev/null || [[ "$artifact" == shims ]]; then
     rm "$jar"
   fi
 done
-if [[ "$parts" != " kafka spark s3a s3proxy " ]]; then
+if [[ "$parts" != " kafka spark s3a iceberg s3proxy " ]]; then
   echo "fetch-jars: $(ls "$STATE/jars/spark" 2>/dev/null | wc -l) Spark connector jars (EOS_FETCH_JARS=${EOS_FETCH_JARS})"
   exit 0
 fi
 echo "$want" > "$STAMP"
-echo "fetch-jars: $(ls "$STATE/jars/kafka" | wc -l) broker jars, $(ls "$STATE/jars/spark" | wc -l) Spark connector jars, $(ls "$STATE/jars/s3a" | wc -l) s3a jars, s3proxy in $STATE/jars"
+echo "fetch-jars: $(ls "$STATE/jars/kafka" | wc -l) broker jars, $(ls "$STATE/jars/spark" | wc -l) Spark connector jars, $(ls "$STATE/jars/s3a" | wc -l) s3a jars, $(ls "$STATE/jars/iceberg" | wc -l) Iceberg jars, s3proxy in $STATE/jars"
