@@ -43,6 +43,7 @@ from eos_ingest.service.operations import (
 from eos_ingest.spark.session import build_session
 from eos_ingest.spark.submit import local_session_conf
 from eos_ingest.storage.object_stores import configure_session, uses_object_store
+from eos_ingest.storage.table_formats import uses_iceberg
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +160,7 @@ def spark_session(config: PipelineConfig, purpose: str, store: ControlStore) -> 
             master="local[2]",
             extra=local_session_conf(committed),
             object_storage=uses_object_store(config),
+            iceberg=uses_iceberg(config),
         )
         spark.sparkContext.setLogLevel("ERROR")
     else:

@@ -61,6 +61,11 @@ def spark_jars_dir() -> Path:
     return state_dir() / "jars" / "spark"
 
 
+def iceberg_jars_dir() -> Path:
+    """Iceberg's Spark runtime and the JDBC catalog's drivers, for Iceberg tables (fetch-jars.sh)."""
+    return state_dir() / "jars" / "iceberg"
+
+
 def s3a_jars_dir() -> Path:
     """hadoop-aws, the AWS SDK and the Delta commit coordinator, for s3a:// tables (fetch-jars.sh)."""
     return state_dir() / "jars" / "s3a"

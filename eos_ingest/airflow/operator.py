@@ -84,6 +84,7 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
         from eos_ingest.spark.session import local_jars, spark_submit_env
         from eos_ingest.spark.submit import job_conf, shipped
         from eos_ingest.storage.object_stores import uses_object_store
+        from eos_ingest.storage.table_formats import uses_iceberg
 
         args = list(self.application_args or [])
         batch_id = int(args[args.index("--batch-id") + 1])
@@ -134,7 +135,11 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
             with library_errors():
                 env.update(aws_conn.joined(aws_vars, os.environ, config.aws_conn_id))
         s3a = uses_object_store(config)
-        self.jars = ",".join(local_jars(object_storage=True)) if s3a else self.jars or ",".join(local_jars())
+        iceberg = uses_iceberg(config)
+        if s3a or iceberg:
+            self.jars = ",".join(local_jars(object_storage=s3a, iceberg=iceberg))
+        else:
+            self.jars = self.jars or ",".join(local_jars())
         files = shipped(Path(self.pipeline_file))
         self.py_files, self.files = files["py_files"], files["files"]
         records = job_records(batch, config.max_records_per_partition, until_caught_up=catching_up)

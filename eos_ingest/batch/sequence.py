@@ -135,7 +135,8 @@ def execute_batch(
     batch_config = evolution.config
     parsed = parser.parse(kafka_rows, batch_config, batch_id, evolution.avro)
     table_txn = _txn(config, batch, fence, "table")
-    table_format = output_format()
+    table_format = output_format(config)
+    table_path, quarantine_path = config.output_tables  # Delta's paths, or Iceberg's table names
     rows = parser.output_rows(parsed, batch_config)  # the table's rows (a skipped write's gate reads them)
     observation: list[Any] = []  # the counts observed by the try's staged write
     splits: list[parser.Split] = []  # the counts of each try that reached its gate
@@ -150,7 +151,7 @@ def execute_batch(
         return table_format.stage(
             spark,
             parser.output_rows(observed, batch_config),
-            str(config.output_path),
+            table_path,
             batch.ranges,
             batch_id,
             config.output.partition_by,
@@ -213,7 +214,7 @@ def execute_batch(
         return table_format.replace_ranges(
             spark,
             quarantine,
-            str(config.quarantine_path),
+            quarantine_path,
             batch.ranges,
             batch_id,
             txn=_txn(config, batch, fence, "quarantine"),
@@ -225,7 +226,7 @@ def execute_batch(
         # and gates anew); the quarantine's replace is written once, beside the first commit try.
         version = table_format.commit_staged(
             stage_table,
-            str(config.output_path),
+            table_path,
             batch_id,
             txn=table_txn,
             check=gate_table,
@@ -239,8 +240,8 @@ def execute_batch(
             if isinstance(exc, EosIngestError) and exc.retriable:
                 raise
             raise PartialWriteError(
-                f"batch {batch_id}: the table {config.output_path} was written but the quarantine "
-                f"table {config.quarantine_path} was not ({exc}); the batch stays planned and a rerun "
+                f"batch {batch_id}: the table {table_path} was written but the quarantine "
+                f"table {quarantine_path} was not ({exc}); the batch stays planned and a rerun "
                 "replaces the ranges in both (fix the quarantine table first if the cause persists)"
             ) from exc
     finally:

@@ -90,7 +90,7 @@ def _expectation(item: Any) -> dict[str, Any]:
 
 
 class PipelineConfig(Section):
-    """One validated pipeline: topics in, one Delta table (plus its quarantine table) out.
+    """One validated pipeline: topics in, one Delta or Iceberg table (plus its quarantine table) out.
     Validate a file's values with context={"stem": <file stem>, "folder": <its folder>}."""
 
     name: Annotated[str, BeforeValidator(_name)] = Field(default=None, validate_default=True)
@@ -184,9 +184,24 @@ class PipelineConfig(Section):
 
     @property
     def quarantine_path(self) -> TableLocation:
-        """Absolute path (or s3a:// URI) of the quarantine Delta table."""
-        assert self.output.quarantine_path is not None  # filled in by _output
+        """Absolute path (or s3a:// URI) of the quarantine Delta table (a Delta pipeline's only)."""
+        assert self.output.quarantine_path is not None  # filled in by _output for Delta
         return self.output.quarantine_path
+
+    @property
+    def output_tables(self) -> tuple[str, str]:
+        """Where the table format finds the table and its quarantine table: Delta's paths, or
+        Iceberg's namespace.table names in the pipeline's catalog."""
+        if self.output.format == "iceberg":
+            assert self.output.table is not None and self.output.quarantine_table is not None
+            return self.output.table, self.output.quarantine_table
+        return str(self.output_path), str(self.quarantine_path)
+
+    @property
+    def iceberg_catalog_uri(self) -> str:
+        """The SQLAlchemy URL of the database holding the Iceberg JDBC catalog: output.catalog.uri,
+        by default the control DB."""
+        return self.output.catalog.uri or self.control_db_url
 
     @property
     def kafka_settings(self) -> dict[str, str]:

@@ -1,20 +1,29 @@
-"""The `output:` section: where batches land (a local folder or an s3a:// URI for the table and its
-quarantine table) and the partition columns, checked against the value's columns."""
+"""The `output:` section: the table format (Delta, the default, or Iceberg), where batches land (a
+local folder or an s3a:// URI for the table and its quarantine table; for Iceberg, the warehouse of
+its catalog and the table's namespace.name) and the partition columns, checked against the value's
+columns."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, Field
 
 from eos_ingest import paths
-from eos_ingest.config.checks import Section, problem
+from eos_ingest.config.checks import Section, choice, problem
 from eos_ingest.config.table_location import TableLocation, TableUriError, object_store_uri
 from eos_ingest.schema.ddl import base_type, hint
 
 _UNPARTITIONABLE = ("ARRAY", "MAP", "STRUCT", "BINARY", "VARIANT")  # Spark refuses them as partitions
 _BUILTIN_PARTITIONS = ("event_date", "kafka_topic", "kafka_partition")
+FORMATS = ("delta", "iceberg")
+CATALOG_TYPES = ("jdbc",)
+# An Iceberg table as the file names it: namespace.table, each a SQL identifier Spark, pyiceberg and
+# the JDBC catalog's tables all take as it is (no quoting), lower case as Spark's catalog keeps it.
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,99}")
+_TABLE_FIX = "give namespace.table, each of [a-z0-9_] starting with a letter or _, e.g. events.orders"
 
 
 def local_path(value: Any) -> Path:
@@ -40,20 +49,68 @@ def _partition_list(value: Any) -> Any:
     return value
 
 
+def _iceberg_table(value: Any) -> str | None:
+    if value is None:
+        return None
+    parts = value.split(".") if isinstance(value, str) else []
+    if len(parts) != 2 or not all(_IDENTIFIER.fullmatch(p) for p in parts):
+        raise problem(_TABLE_FIX)
+    return str(value)
+
+
+def _catalog_uri(value: Any) -> str | None:
+    if value is not None and not (
+        isinstance(value, str) and re.match(r"(sqlite|postgresql)(\+\w+)?://", value)
+    ):
+        raise problem(
+            "use sqlite:///<file> or postgresql+psycopg://user@host/db, or leave it out for the "
+            "pipeline's control DB (control_db_url)"
+        )
+    if value is not None and value.startswith("sqlite:///") and not value.startswith("sqlite:////"):
+        return f"sqlite:///{paths.state_dir() / value.removeprefix('sqlite:///')}"  # as control_db_url
+    return value
+
+
 # None only while the file is read: PipelineConfig fills in the default.
 _Location = Annotated[Path | str | None, BeforeValidator(_table_location)]
+_TableName = Annotated[str | None, BeforeValidator(_iceberg_table)]
+
+
+class CatalogConfig(Section):
+    """`output.catalog:` -- the Iceberg catalog of an `output.format: iceberg` table. `jdbc` (the
+    only type so far) keeps it in a database: by default the pipeline's control DB (`uri: null`), so
+    nothing new runs; its warehouse is `output.path`."""
+
+    type: Annotated[str, choice(CATALOG_TYPES)] = "jdbc"
+    uri: Annotated[str | None, BeforeValidator(_catalog_uri)] = None
 
 
 class OutputConfig(Section):
-    """`output:` -- absolute Delta table paths (or s3a:// URIs) and the partition columns. The
-    pipeline fills in the default paths (`completed`) and checks the columns (`checked_partitions`)."""
+    """`output:` -- the table format, absolute Delta table paths (or s3a:// URIs; for Iceberg,
+    `path` is the catalog's warehouse and `table`/`quarantine_table` name the tables) and the
+    partition columns. The pipeline fills in the defaults (`completed`) and checks the columns
+    (`checked_partitions`)."""
 
+    format: Annotated[str, choice(FORMATS)] = "delta"
     path: _Location = None
     quarantine_path: _Location = None
+    table: _TableName = None
+    quarantine_table: _TableName = None
+    catalog: CatalogConfig = Field(default_factory=CatalogConfig)
     partition_by: Annotated[tuple[Any, ...], BeforeValidator(_partition_list)] = ("event_date",)
 
     def completed(self, name: str) -> OutputConfig:
-        """The section with its default paths: tables/<name> in the state folder, <path>_quarantine."""
+        """The section with its defaults: tables/<name> in the state folder, <path>_quarantine (for
+        Iceberg, <table>_quarantine); a key of the other format is a problem."""
+        if self.format == "iceberg":
+            return self._completed_iceberg(name)
+        for key in ("table", "quarantine_table"):
+            if getattr(self, key) is not None:
+                fix = f"output.{key} names an Iceberg table: remove it, or set output.format: iceberg"
+                raise problem(fix, at=f".{key}", value=getattr(self, key))
+        if "catalog" in self.model_fields_set:
+            fix = "output.catalog is an Iceberg table's: remove it, or set output.format: iceberg"
+            raise problem(fix, at=".catalog", value=self.catalog.model_dump())
         path = self.path or local_path(f"tables/{name}")
         quarantine = self.quarantine_path or (
             f"{path}_quarantine" if isinstance(path, str) else Path(f"{path}_quarantine")
@@ -61,6 +118,23 @@ class OutputConfig(Section):
         if quarantine == path:
             raise problem("it must differ from output.path", at=".quarantine_path", value=str(quarantine))
         return self.model_copy(update={"path": path, "quarantine_path": quarantine})
+
+    def _completed_iceberg(self, name: str) -> OutputConfig:
+        if self.table is None:
+            raise problem(
+                f"output.format iceberg writes a table of its catalog: name it, {_TABLE_FIX}",
+                at=".table",
+                value=None,
+            )
+        if self.quarantine_path is not None:
+            fix = "an Iceberg pipeline names its quarantine table: use output.quarantine_table (namespace.table)"
+            raise problem(fix, at=".quarantine_path", value=str(self.quarantine_path))
+        quarantine = self.quarantine_table or f"{self.table}_quarantine"
+        if quarantine == self.table:
+            raise problem("it must differ from output.table", at=".quarantine_table", value=quarantine)
+        # The warehouse: the catalog's tables live under it (<path>/<namespace>/<table>).
+        path = self.path or local_path(f"tables/{name}")
+        return self.model_copy(update={"path": path, "quarantine_table": quarantine})
 
     def checked_partitions(self, columns: tuple[tuple[str, str], ...]) -> OutputConfig:
         """The section with its partition columns spelt as the value's `columns` spell them; a

@@ -71,7 +71,8 @@ def load_pipeline(path: str | Path) -> PipelineConfig:
     A state folder, table or SQLite control DB on a network file system is logged as a warning
     (once per process; the CLI's stderr shows it): their commits need local semantics."""
     config = _Loader(Path(path)).load()
-    local = [p for p in (config.output_path, config.quarantine_path) if isinstance(p, Path)]  # s3a: no mount
+    # s3a: no mount; an Iceberg pipeline has no quarantine path (its quarantine is a table of the warehouse)
+    local = [p for p in (config.output.path, config.output.quarantine_path) if isinstance(p, Path)]
     places = state_places(local, config.control_db_url)
     warn_once(places)
     return config

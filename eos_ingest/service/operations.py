@@ -23,6 +23,7 @@ from eos_ingest.service.backfill import BackfillRequest, create_backfill, parse_
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.spark.submit import spark_submit_argv
 from eos_ingest.storage.object_stores import uses_object_store
+from eos_ingest.storage.table_formats import uses_iceberg
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -82,6 +83,8 @@ def check_tables(config: PipelineConfig) -> None:
     table has a Delta feature a batch's staged replace refuses (storage/table_features.py)."""
     from eos_ingest.storage import table_features
 
+    if config.output.format != "delta":
+        return  # Delta's table features; an Iceberg table is checked by its own writer
     for location in (config.output_path, config.quarantine_path):
         table_features.check_location(location)
 
@@ -149,6 +152,7 @@ def job_argv(
         driver_memory=driver_memory,
         until_caught_up=until_caught_up,
         object_storage=uses_object_store(config),
+        iceberg=uses_iceberg(config),
         job_records=job_records(batch, config.max_records_per_partition, until_caught_up=until_caught_up),
     )
 

@@ -105,11 +105,14 @@ def local_driver_java_options(
     return DRIVER_JVM_PROFILES[driver_jvm_profile(environ, job_records=job_records)]
 
 
-def local_jars(jars_dir: Path | None = None, *, object_storage: bool = False) -> list[str]:
+def local_jars(
+    jars_dir: Path | None = None, *, object_storage: bool = False, iceberg: bool = False
+) -> list[str]:
     """The connector jars to put on Spark's classpath; fails clearly when setup has not run.
 
     object_storage adds hadoop-aws, the AWS SDK and the Delta commit coordinator (s3a tables):
-    only then, since the SDK alone is a jar of ~640 MB that every executor would fetch."""
+    only then, since the SDK alone is a jar of ~640 MB that every executor would fetch. iceberg
+    adds Iceberg's Spark runtime and the JDBC drivers of its catalog (output.format iceberg)."""
     folder = jars_dir or paths.spark_jars_dir()
     jars = sorted(str(p) for p in folder.glob("*.jar"))
     if not any("spark-sql-kafka" in j for j in jars) or not any("delta-spark" in j for j in jars):
@@ -124,13 +127,26 @@ def local_jars(jars_dir: Path | None = None, *, object_storage: bool = False) ->
                 f"{paths.s3a_jars_dir()}: run 'make setup'"
             )
         jars += s3a
+    if iceberg:
+        found = sorted(str(p) for p in paths.iceberg_jars_dir().glob("*.jar"))
+        if not any("iceberg-spark-runtime" in j for j in found):
+            raise FileNotFoundError(
+                f"Iceberg's Spark runtime (iceberg-spark-runtime) is missing from {paths.iceberg_jars_dir()}: "
+                "run 'make setup'"
+            )
+        jars += found
     return jars
 
 
-def session_conf(master: str | None = None, *, object_storage: bool = False) -> dict[str, str]:
-    """Every Spark setting a job needs; local settings are added for local masters, and the s3a
-    jars and Delta's commit coordinator for a pipeline with s3a tables (storage/object_stores.py)."""
-    conf = {"spark.jars": ",".join(local_jars(object_storage=object_storage)), **DELTA_CONF}
+def session_conf(
+    master: str | None = None, *, object_storage: bool = False, iceberg: bool = False
+) -> dict[str, str]:
+    """Every Spark setting a job needs; local settings are added for local masters, the s3a
+    jars and Delta's commit coordinator for a pipeline with s3a tables (storage/object_stores.py),
+    Iceberg's jars for an Iceberg pipeline (its catalog is registered by the table format itself,
+    storage/iceberg_catalog.py)."""
+    jars = local_jars(object_storage=object_storage, iceberg=iceberg)
+    conf = {"spark.jars": ",".join(jars), **DELTA_CONF}
     if object_storage:
         conf.update(LOG_STORE_CONF)
     if master is None or master.startswith("local"):
@@ -144,12 +160,14 @@ def build_session(
     extra: dict[str, str] | None = None,
     *,
     object_storage: bool = False,
+    iceberg: bool = False,
 ) -> SparkSession:
-    """A SparkSession with Kafka and Delta on the classpath (used outside spark-submit)."""
+    """A SparkSession with Kafka and Delta (and Iceberg) on the classpath (used outside spark-submit)."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name).master(master)
-    for key, value in {**session_conf(master, object_storage=object_storage), **(extra or {})}.items():
+    conf = session_conf(master, object_storage=object_storage, iceberg=iceberg)
+    for key, value in {**conf, **(extra or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

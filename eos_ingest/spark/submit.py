@@ -151,6 +151,7 @@ def spark_submit_argv(
     *,
     until_caught_up: bool = False,
     object_storage: bool = False,
+    iceberg: bool = False,
     job_records: int | None = None,
 ) -> list[str]:
     """The full spark-submit command that runs one batch (and, with until_caught_up, the next ones);
@@ -164,7 +165,7 @@ def spark_submit_argv(
         "--driver-memory",
         driver_memory,
         "--jars",
-        ",".join(local_jars(object_storage=object_storage)),
+        ",".join(local_jars(object_storage=object_storage, iceberg=iceberg)),
         *ship_args(config_path),
     ]
     for key, value in job_conf(master, object_storage=object_storage, job_records=job_records).items():

@@ -160,7 +160,8 @@ def coordinator_conf(control_db_url: str) -> dict[str, str]:
 
 
 def uses_object_store(config: PipelineConfig) -> bool:
-    return is_object_store(config.output_path) or is_object_store(config.quarantine_path)
+    locations = (config.output.path, config.output.quarantine_path)  # Iceberg: the warehouse only
+    return any(is_object_store(location) for location in locations if location is not None)
 
 
 def session_hadoop_conf(config: PipelineConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -1,16 +1,32 @@
-"""The table formats eos-ingest writes, by name: a pipeline's output table is one of these."""
+"""The table formats eos-ingest writes, by name: a pipeline's output table is one of these
+(`output.format`: Delta, the default, or Iceberg in the pipeline's catalog)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from eos_ingest.config.output import FORMATS
 from eos_ingest.storage.delta_format import DELTA
 from eos_ingest.storage.table_format import TableFormat
 
-FORMATS: dict[str, TableFormat] = {DELTA.name: DELTA}
+if TYPE_CHECKING:
+    from eos_ingest.config.pipeline import PipelineConfig
 
 
-def output_format(name: str = "delta") -> TableFormat:
-    """The implementation of the table format `name`."""
-    try:
-        return FORMATS[name]
-    except KeyError:
-        raise ValueError(f"unknown table format {name!r}; eos-ingest writes {', '.join(FORMATS)}") from None
+def output_format(config: PipelineConfig | None = None) -> TableFormat:
+    """The implementation of the pipeline's table format (Delta without a pipeline). Its tables
+    are named as PipelineConfig.output_tables names them."""
+    name = config.output.format if config is not None else "delta"
+    if name == "delta":
+        return DELTA
+    if name == "iceberg" and config is not None:
+        from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+        from eos_ingest.storage.iceberg_format import IcebergFormat
+
+        return IcebergFormat(IcebergCatalog.of(config))
+    raise ValueError(f"unknown table format {name!r}; eos-ingest writes {', '.join(FORMATS)}")
+
+
+def uses_iceberg(config: PipelineConfig) -> bool:
+    """Whether the pipeline's Spark sessions need Iceberg's jars."""
+    return config.output.format == "iceberg"

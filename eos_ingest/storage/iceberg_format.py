@@ -1,0 +1,254 @@
+"""Apache Iceberg behind storage/table_format.TableFormat: a batch's replace staged on a branch of
+the table and published by fast-forwarding main (write-audit-publish, storage/iceberg_branch.py),
+in the pipeline's Iceberg catalog (storage/iceberg_catalog.py).
+
+Branch mode, not WAP-id mode: a staged `spark.wap.id` snapshot is published by a cherry-pick, which
+Iceberg applies on top of whatever main holds by then (two writers of one range could both land),
+and the gate would have to read a snapshot by id rather than a branch. A branch is published only
+by a fast-forward, which fails when anything reached main since the branch was cut: the replace is
+checked (and gated) against exactly the table that it publishes over, and a loser stages anew.
+The branch is named in each statement (`<table>.branch_<name>`), never by setting the session's
+`spark.wap.branch`, which every thread of the session (the quarantine's write runs beside the
+table's) would see.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from eos_ingest.errors import ConfigError, PartialWriteError, WriteConflictError, WriteError
+from eos_ingest.storage.iceberg_branch import (
+    PublishConflictError,
+    StagedBranch,
+    branch_name,
+    marker,
+    newest_write,
+    remove_stale_branches,
+)
+from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.table_format import ReplaceResult, StagedWrite, Txn
+from eos_ingest.storage.writer import (
+    CONFLICT_ATTEMPTS_ENV,
+    DEFAULT_BACKOFF_S,
+    conflict_attempts,
+    ranges_predicate,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from eos_ingest.plan.ranges import PlannedRange
+
+log = logging.getLogger(__name__)
+
+
+class IcebergFormat:
+    """The Iceberg tables of one catalog; a table is named namespace.table (the `path` of the
+    TableFormat calls)."""
+
+    name = "iceberg"
+
+    def __init__(self, catalog: IcebergCatalog) -> None:
+        self.catalog = catalog
+
+    def stage(
+        self,
+        spark: SparkSession,
+        rows: DataFrame,
+        path: str,
+        ranges: Sequence[PlannedRange],
+        batch_id: int,
+        partition_by: Sequence[str] = (),
+        *,
+        txn: Txn | None = None,
+        merge_schema: bool = False,
+    ) -> StagedWrite:
+        """Stage the replace of `ranges` by `rows` on a new branch of the table `path` (created,
+        partitioned by `partition_by`, if absent): skipped when main already holds this app id's
+        write of this fence or a newer one."""
+        if merge_schema:
+            raise ConfigError(
+                f"batch {batch_id}: value.schema_evolution add_columns is not supported on Iceberg "
+                "tables yet; use schema_evolution: fail or ignore with output.format iceberg"
+            )
+        identifier = self.catalog.identifier(path)
+        table = self._table(spark, rows, path, partition_by)
+        jvm = spark._jvm
+        if txn is not None:
+            _, fence = newest_write(jvm, table, app_id=txn.app_id)
+            if fence is not None and fence >= txn.fence:
+                return StagedBranch(identifier, True, spark, table, txn=txn)
+            stale = remove_stale_branches(table, batch_id, txn.fence)
+            if stale:
+                log.info("batch %s: removed the unpublished branches %s of %s", batch_id, stale, identifier)
+        branch = branch_name(batch_id, txn)
+        table.refresh()
+        if table.refs().containsKey(branch):  # this attempt's own, from a try whose removal failed
+            table.manageSnapshots().removeBranch(branch).commit()
+        table.manageSnapshots().createBranch(branch).commit()  # at main's current snapshot
+        staged = StagedBranch(identifier, False, spark, table, branch, txn)
+        try:
+            # Iceberg's row-level delete on the branch: files holding only the ranges' rows are
+            # dropped, a file holding other rows too is rewritten without these (copy-on-write).
+            spark.sql(f"DELETE FROM {staged.branch_identifier} WHERE {ranges_predicate(ranges)}")
+            writer = rows.writeTo(staged.branch_identifier)
+            for key, value in marker(batch_id, txn).items():
+                writer = writer.option(f"snapshot-property.{key}", value)
+            writer.append()  # an empty frame commits a snapshot too: the branch's head is marked
+        except Exception:
+            staged.abort()
+            raise
+        return staged
+
+    def _table(self, spark: SparkSession, rows: DataFrame, path: str, partition_by: Sequence[str]) -> Any:
+        """The table `path`, created from the rows' schema if absent (a first snapshot, empty, on
+        main: a branch is cut from it). Two first writers: one creates it, the other uses it."""
+        from pyspark.errors import AnalysisException
+        from pyspark.sql.functions import col
+
+        catalog = self.catalog
+        catalog.ensure(spark)
+        namespace = path.split(".")[0]
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog.name}.{namespace}")
+        if not spark.catalog.tableExists(catalog.identifier(path)):
+            creating = rows.limit(0).writeTo(catalog.identifier(path))
+            if partition_by:
+                creating = creating.partitionedBy(*[col(c) for c in partition_by])
+            try:
+                creating.create()
+            except AnalysisException as exc:
+                if "TABLE_OR_VIEW_ALREADY_EXISTS" not in str(exc):
+                    raise
+        return catalog.java_table(spark, path)
+
+    def commit_staged(
+        self,
+        stage_once: Callable[[], StagedWrite],
+        path: str,
+        batch_id: int,
+        *,
+        txn: Txn | None = None,
+        check: Callable[[StagedWrite], None] | None = None,
+        before_write: Callable[[], None] | None = None,
+        before_commit: Callable[[], None] | None = None,
+        attempts: int | None = None,
+        backoff_s: float = DEFAULT_BACKOFF_S,
+    ) -> ReplaceResult:
+        """stage_once() on a fresh branch, check() it, publish it; when the publish finds that main
+        moved (or a newer attempt published), all three again from a fresh branch, up to
+        `attempts` tries ($EOS_WRITE_CONFLICT_ATTEMPTS, default 5): every branch that reaches main
+        is one whose check passed against the main it was cut from. `before_write` (the caller's
+        fence check) runs before each stage and each publish; `before_commit` before the first
+        publish only (a test's fault point)."""
+        tries = attempts if attempts is not None else conflict_attempts()
+        made = 0
+        identifier = self.catalog.identifier(path)
+
+        def once() -> tuple[StagedBranch, int | None]:
+            nonlocal made
+            made += 1
+            if before_write is not None:
+                before_write()
+            staged = cast("StagedBranch", stage_once())
+            try:
+                if check is not None:
+                    check(staged)
+                if before_write is not None:
+                    before_write()
+                if before_commit is not None and made == 1:
+                    before_commit()
+                try:
+                    return staged, staged.commit()
+                except PublishConflictError:
+                    raise  # retried below, from a fresh branch
+                except Exception as exc:
+                    raise WriteError(
+                        f"Iceberg publish of batch {batch_id} into {identifier} failed: {exc}"
+                    ) from exc
+            finally:
+                staged.abort()  # the branch, unless the publish was tried
+
+        def conflicted(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            wait = state.next_action.sleep if state.next_action else 0.0
+            log.warning(
+                "batch %s: Iceberg publish into %s lost to a concurrent writer (try %s of %s: %s); "
+                "staging it anew in %.1f s",
+                batch_id, identifier, state.attempt_number, tries, exc, wait,
+            )  # fmt: skip
+
+        retrying = Retrying(
+            stop=stop_after_attempt(tries),
+            wait=wait_exponential_jitter(initial=backoff_s, max=backoff_s * 16, jitter=backoff_s),
+            retry=retry_if_exception_type(PublishConflictError),
+            before_sleep=conflicted,
+            reraise=True,
+        )
+        try:
+            staged, version = retrying(once)
+        except PublishConflictError as exc:
+            raise WriteConflictError(
+                f"Iceberg publish of batch {batch_id} into {identifier} lost to a concurrent writer "
+                f"{made} times ({exc}); nothing of it reached main and the batch stays planned: run it "
+                f"again (raise {CONFLICT_ATTEMPTS_ENV} for more tries per job)"
+            ) from exc
+        if made > 1:
+            log.info("batch %s: Iceberg publish into %s landed at try %s", batch_id, identifier, made)
+        if version is not None:
+            return ReplaceResult(version, made, txn.fence if txn is not None else None)
+        return self._skipped_result(staged, identifier, batch_id, txn, made)
+
+    def _skipped_result(
+        self, staged: StagedBranch, identifier: str, batch_id: int, txn: Txn | None, made: int
+    ) -> ReplaceResult:
+        """The snapshot of main holding the batch's rows when this try published nothing: the newest
+        one marked with the batch (by any fence), else main's current one."""
+        try:
+            table = staged._table
+            table.refresh()
+            snapshot, fence = newest_write(staged._spark._jvm, table, batch_id=batch_id)
+            current = snapshot if snapshot is not None else table.currentSnapshot()
+            version = int(current.snapshotId())
+        except Exception as exc:
+            raise PartialWriteError(
+                f"Iceberg publish of batch {batch_id} into {identifier} ran, but main's snapshot could "
+                f"not be read: {exc}; the batch stays planned: run it again"
+            ) from exc
+        if txn is not None and fence is not None and fence != txn.fence:
+            log.warning(
+                "batch %s: this attempt's write into %s (fence %s) was skipped: main holds the write "
+                "of fence %s, a newer attempt",
+                batch_id, identifier, txn.fence, fence,
+            )  # fmt: skip
+        return ReplaceResult(version, made, fence)
+
+    def replace_ranges(
+        self,
+        spark: SparkSession,
+        rows: DataFrame,
+        path: str,
+        ranges: Sequence[PlannedRange],
+        batch_id: int,
+        partition_by: Sequence[str] = (),
+        *,
+        txn: Txn | None = None,
+        before_write: Callable[[], None] | None = None,
+    ) -> ReplaceResult:
+        """commit_staged of stage(rows, ...) with no check between (the quarantine table, tools)."""
+        return self.commit_staged(
+            lambda: self.stage(spark, rows, path, ranges, batch_id, partition_by, txn=txn),
+            path,
+            batch_id,
+            txn=txn,
+            before_write=before_write,
+        )
