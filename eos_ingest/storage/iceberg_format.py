@@ -121,7 +121,10 @@ class IcebergFormat:
         namespace = path.split(".")[0]
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog.name}.{namespace}")
         if not spark.catalog.tableExists(catalog.identifier(path)):
-            creating = rows.limit(0).writeTo(catalog.identifier(path))
+            # From the schema alone, never from `rows`: an action over them would be the first to
+            # deliver the metrics the batch observes on them (the stage's write must be).
+            empty = spark.createDataFrame(spark.sparkContext.emptyRDD(), rows.schema)  # a JVM RDD
+            creating = empty.writeTo(catalog.identifier(path))
             if partition_by:
                 creating = creating.partitionedBy(*[col(c) for c in partition_by])
             try:
