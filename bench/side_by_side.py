@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import growth_report, object_storage_report, report  # noqa: E402
+from bench.iceberg_connect import report as iceberg_connect_report  # noqa: E402
 from bench.measure import Measured, RssPoller, run_measured  # noqa: E402
 from bench.workload import SCHEMA, Workload, produce  # noqa: E402
 from eos_ingest import paths  # noqa: E402
@@ -455,7 +456,7 @@ def render_readme(
         parts += [report.render_result(catch_up, "Backlog in one Spark session (--catch-up)")]
     else:
         parts += ["No `--catch-up` run yet.", ""]
-    parts += [growth_report.render(), object_storage_report.render()]
+    parts += [growth_report.render(), object_storage_report.render(), iceberg_connect_report.render()]
     return "\n".join(parts).rstrip() + "\n"
 
 
