@@ -16,7 +16,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.chaos.procs import Processes, free_ports
-from bench.iceberg_connect import measure
+from bench.iceberg_connect import eos_side, measure
 from bench.iceberg_connect.worker import REPO, SinkConfig, jars_dir, versions
 from bench.workload import produce
 from eos_ingest import paths
@@ -40,12 +40,16 @@ def main() -> None:
     parser.add_argument("--commit-interval-ms", type=int, default=1000)
     parser.add_argument("--bootstrap", help="a running broker (default: one of its own on free ports)")
     parser.add_argument("--seed", type=int, default=34)
+    parser.add_argument(
+        "--sides", default="connect,eos", help="connect (the sink), eos (eos-ingest run on Iceberg), or both"
+    )
     parser.add_argument("--note", default="")
     parser.add_argument("--no-save", action="store_true", help="print the result, append nothing")
     args = parser.parse_args()
 
     state = paths.state_dir()
-    jars = jars_dir(state)
+    sides = [side.strip() for side in args.sides.split(",") if side.strip()]
+    jars = jars_dir(state) if "connect" in sides else None  # the sink's classpath, fetched on first use
     home = Path(tempfile.mkdtemp(prefix="iceberg-connect-", dir=state))
     procs = Processes(home, {**os.environ, "EOS_STATE_DIR": str(state)})
     try:
@@ -65,35 +69,38 @@ def main() -> None:
             )
         admin = AdminClient({"bootstrap.servers": bootstrap})
         runs = []
-        clean_seconds = None
-        for kind, kills in (("clean", 0), ("chaos", args.kills)):
+        plan = [
+            (side, kind, kills) for side in sides for kind, kills in (("clean", 0), ("chaos", args.kills))
+        ]
+        clean_by_side: dict[str, float | None] = {}
+        for side, kind, kills in plan:
             if kind == "chaos" and kills == 0:
-                break
-            name = f"{kind}_{uuid.uuid4().hex[:8]}"
-            config = SinkConfig(bootstrap, topic, name, home / name, args.tasks, args.commit_interval_ms)
-            admin.create_topics([NewTopic(config.control_topic, 1, 1)])[config.control_topic].result(
-                timeout=60
-            )
-            # Kills land between 30% and 90% of the clean run's time after each (re)start.
-            base = clean_seconds or 20.0
+                continue
+            name = f"{side}_{kind}_{uuid.uuid4().hex[:8]}"
+            # Kills land between 30% and 90% of the side's clean run time after each (re)start.
+            base = clean_by_side.get(side) or 20.0
             window = (0.3 * base, 0.9 * base)
-            log(f"{kind} run: {kills} kill(s), window {window[0]:.1f}-{window[1]:.1f} s, in {config.home}")
-            result = measure.run(
-                config,
-                jars,
-                free_ports(1)[0],
-                expected,
-                kills,
-                window,
-                timeout_s=args.timeout,
-                seed=args.seed,
-            )
-            row = result.as_dict(workload.records_committed, workload.value_bytes)
+            log(f"{side} {kind} run: {kills} kill(s), window {window[0]:.1f}-{window[1]:.1f} s")
+            if side == "eos":
+                result = eos_side.run(
+                    home / name, bootstrap, topic, expected, kills, window,
+                    timeout_s=args.timeout, seed=args.seed,
+                )  # fmt: skip
+            else:
+                config = SinkConfig(bootstrap, topic, name, home / name, args.tasks, args.commit_interval_ms)
+                control = config.control_topic
+                admin.create_topics([NewTopic(control, 1, 1)])[control].result(timeout=60)
+                assert jars is not None
+                result = measure.run(
+                    config, jars, free_ports(1)[0], expected, kills, window,
+                    timeout_s=args.timeout, seed=args.seed,
+                )  # fmt: skip
+            row = {"side": side, **result.as_dict(workload.records_committed, workload.value_bytes)}
             row["kill_window_s"] = [round(w, 2) for w in window] if kills else None
             log(json.dumps(row))
             runs.append(row)
             if kind == "clean":
-                clean_seconds = result.seconds
+                clean_by_side[side] = result.seconds
     finally:
         problems = procs.cleanup()
     commit = subprocess.run(
@@ -113,7 +120,7 @@ def main() -> None:
         "value_bytes": workload.value_bytes,
         "tasks": args.tasks,
         "commit_interval_ms": args.commit_interval_ms,
-        "versions": versions(jars),
+        "versions": versions(jars) if jars is not None else {},
         "runs": runs,
         "cleanup_problems": problems,
         "note": args.note,

@@ -24,8 +24,15 @@ JsonConverter without schemas, `KafkaMetadataTransform` for the partition and of
 `isolation.level=read_committed`, `session.timeout.ms=10000`, `tasks.max=1`. `seconds` is the
 commit time of the first snapshot holding every committed record less the worker's start (JVM
 start-up included); the table is read without a JVM (catalog row, metadata JSON, Avro manifests,
-Parquet) and compared with the read_committed view, again 5 s after that. eos-ingest on Iceberg is
-not in this table yet: it is being built.
+Parquet) and compared with the read_committed view, again 5 s after that.
+
+`--sides connect,eos` (the default) runs eos-ingest on the same topic the same two ways
+(bench/iceberg_connect/eos_side.py): `eos-ingest run --until-caught-up --master local[2]` on an
+`output.format: iceberg` pipeline (the JDBC catalog on its SQLite control DB, a local warehouse,
+one batch of everything), and a run whose process group is SIGKILLed `K` times in the same kind of
+window and started again at once (the next process takes the planned batch over with a new fence,
+as an Airflow retry does). Its `seconds` is the commit time of the snapshot that made the table
+complete less the first process's start; the same JVM-free reader checks its table.
 
 What running the sink took, seen here:
 
@@ -60,9 +67,16 @@ def _row(doc: dict[str, Any], run: dict[str, Any]) -> str:
     secs = "-" if run["seconds"] is None else f"{run['seconds']:.1f}"
     rate = "-" if run["records_per_s"] is None else f"{run['records_per_s']:,}"
     return (
-        f"| {doc['records_committed']:,} | {run['kind']} | {kills} | {secs} | {rate} | {final['rows']:,} | "
+        f"| {run.get('side', 'connect')} | {doc['records_committed']:,} | {run['kind']} | {kills} | {secs} | {rate} | {final['rows']:,} | "
         f"{final['duplicates']:,} | {final['missing']:,} | {final['unexpected']:,} | {run['snapshots']} |"
     )
+
+
+def _versions(doc: dict[str, Any]) -> str:
+    versions = doc.get("versions") or {}
+    if not versions:
+        return "eos-ingest only"
+    return f"Connect {versions['kafka_connect']}, Iceberg {versions['iceberg']}"
 
 
 def render() -> str:
@@ -71,8 +85,8 @@ def render() -> str:
         return HEAD + "\nNo run yet.\n"
     lines = [
         HEAD,
-        "| committed records | run | SIGKILLs | seconds | records/s | rows | duplicates | missing | unexpected | snapshots |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| side | committed records | run | SIGKILLs | seconds | records/s | rows | duplicates | missing | unexpected | snapshots |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for doc in docs:
         lines += [_row(doc, run) for run in doc["runs"]]
@@ -80,6 +94,6 @@ def render() -> str:
     for doc in docs:
         lines += [
             f"- {doc['at']}, commit {doc['commit']}, {doc['cpus']} cores, load average {doc['load_1m_after']} "
-            f"after; Connect {doc['versions']['kafka_connect']}, Iceberg {doc['versions']['iceberg']}. {doc['note']}"
+            f"after; {_versions(doc)}. {doc['note']}"
         ]
     return "\n".join([*lines, ""])

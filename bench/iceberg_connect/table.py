@@ -1,7 +1,8 @@
-"""Reads the sink's table without a JVM and without pyiceberg (not in requirements.lock): the JDBC
-catalog's SQLite row gives the current metadata file, its current snapshot's manifest list and
-manifests (Avro, fastavro) give the live data files, and pyarrow reads their Kafka metadata
-columns. The sink only appends, so a delete file is refused rather than applied."""
+"""Reads an Iceberg table of the bench without a JVM and without pyiceberg, one reader for both
+sides' tables: the JDBC catalog's SQLite row gives the current metadata file, its current snapshot's
+manifest list and manifests (Avro, fastavro) give the live data files, and pyarrow reads their Kafka
+metadata columns. Neither side writes delete files (the sink only appends; eos-ingest's replace of a
+range is copy-on-write), so a delete file is refused rather than applied."""
 
 from __future__ import annotations
 
@@ -66,8 +67,11 @@ class TableRead:
     snapshot_id: int | None
 
 
-def read_keys(catalog_db: Path, namespace: str, table: str) -> TableRead:
-    """Every row's (partition, offset) of the current snapshot, as int64 keys."""
+def read_keys(
+    catalog_db: Path, namespace: str, table: str, columns: tuple[str, str] = (PARTITION, OFFSET)
+) -> TableRead:
+    """Every row's (partition, offset) of the current snapshot, as int64 keys; `columns` name them
+    (the sink's metadata columns by default, eos-ingest's kafka_partition and kafka_offset)."""
     doc = metadata(catalog_db, namespace, table)
     snap = current_snapshot(doc)
     if snap is None or doc is None:
@@ -90,9 +94,9 @@ def read_keys(catalog_db: Path, namespace: str, table: str) -> TableRead:
                 files.append(_local(data_file["file_path"]))
     parts = []
     for path in files:
-        columns = pq.read_table(path, columns=[PARTITION, OFFSET])
-        partition = columns.column(PARTITION).to_numpy().astype(np.int64)
-        offset = columns.column(OFFSET).to_numpy().astype(np.int64)
+        read = pq.read_table(path, columns=list(columns))
+        partition = read.column(columns[0]).to_numpy().astype(np.int64)
+        offset = read.column(columns[1]).to_numpy().astype(np.int64)
         parts.append((partition << SHIFT) | offset)
     keys = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
     return TableRead(keys, len(files), len(doc["snapshots"]), int(snap["snapshot-id"]))
