@@ -4,6 +4,7 @@ results/iceberg_connect.jsonl (python -m bench.iceberg_connect)."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ What running the sink took, seen here:
 """
 
 
-def _latest(count: int = 2) -> list[dict[str, Any]]:
+def _latest(count: int = 3) -> list[dict[str, Any]]:
     if not RESULTS.exists():
         return []
     lines = [line for line in RESULTS.read_text().splitlines() if line.strip()]
@@ -79,12 +80,40 @@ def _versions(doc: dict[str, Any]) -> str:
     return f"Connect {versions['kafka_connect']}, Iceberg {versions['iceberg']}"
 
 
+def medians(docs: list[dict[str, Any]]) -> list[str]:
+    """One row per size, side and kind over `docs`: the median seconds and records/s, the worst
+    counts."""
+    groups: dict[tuple[int, str, str], list[dict[str, Any]]] = {}
+    for doc in docs:
+        for run in doc["runs"]:
+            key = (doc["records_committed"], run.get("side", "connect"), run["kind"])
+            groups.setdefault(key, []).append(run)
+    rows = [
+        "| committed records | side | run | runs | median seconds | median records/s | most duplicates | most missing |",
+        "|---:|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for (records, side, kind), runs in groups.items():
+        secs = [r["seconds"] for r in runs if r["seconds"] is not None]
+        rates = [r["records_per_s"] for r in runs if r["records_per_s"] is not None]
+        rows.append(
+            f"| {records:,} | {side} | {kind} | {len(runs)} | {statistics.median(secs):.1f} | {statistics.median(rates):,.0f} | "
+            f"{max(r['final']['duplicates'] for r in runs):,} | {max(r['final']['missing'] for r in runs):,} |"
+            if secs and rates
+            else f"| {records:,} | {side} | {kind} | {len(runs)} | - | - | - | - |"
+        )
+    return rows
+
+
 def render() -> str:
     docs = _latest()
     if not docs:
         return HEAD + "\nNo run yet.\n"
     lines = [
         HEAD,
+        *medians(docs),
+        "",
+        "Each run:",
+        "",
         "| side | committed records | run | SIGKILLs | seconds | records/s | rows | duplicates | missing | unexpected | snapshots |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]

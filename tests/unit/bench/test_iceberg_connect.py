@@ -22,3 +22,28 @@ def test_rows_name_their_side_and_an_older_row_is_the_sinks() -> None:
     assert report._row(doc, {**run, "side": "eos"}).startswith("| eos | 19,000 | clean | 0 | 12.3 | 1,545 |")
     assert report._row(doc, run).startswith("| connect | 19,000 |")
     assert report._versions({"versions": {}}) == "eos-ingest only"
+
+
+def test_medians_are_per_size_side_and_kind_and_keep_the_worst_counts() -> None:
+    def run(side: str, seconds: float, duplicates: int = 0) -> dict:
+        final = {"rows": 10, "duplicates": duplicates, "missing": 0, "unexpected": 0}
+        return {
+            "side": side,
+            "kind": "clean",
+            "seconds": seconds,
+            "records_per_s": int(100 / seconds),
+            "final": final,
+        }
+
+    docs = [
+        {"records_committed": 100, "runs": [run("eos", 1.0), run("connect", 2.0, duplicates=3)]},
+        {"records_committed": 100, "runs": [run("eos", 3.0), run("connect", 4.0)]},
+        {"records_committed": 100, "runs": [run("eos", 2.0)]},
+        {"records_committed": 5, "runs": [run("eos", 9.0)]},
+    ]
+    rows = report.medians(docs)[2:]
+    assert rows == [
+        "| 100 | eos | clean | 3 | 2.0 | 50 | 0 | 0 |",
+        "| 100 | connect | clean | 2 | 3.0 | 38 | 3 | 0 |",
+        "| 5 | eos | clean | 1 | 9.0 | 11 | 0 | 0 |",
+    ]
