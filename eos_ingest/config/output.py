@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field
 
 from eos_ingest import paths
+from eos_ingest.config import partition_transforms
 from eos_ingest.config.checks import Section, choice, problem
 from eos_ingest.config.table_location import TableLocation, TableUriError, object_store_uri
 from eos_ingest.schema.ddl import base_type, hint
@@ -145,6 +146,13 @@ class OutputConfig(Section):
         chosen: list[str] = []
         for i, col in enumerate(self.partition_by):
             at = f".partition_by[{i}]"
+            try:
+                transform = partition_transforms.parse(col)
+            except ValueError as exc:
+                raise problem(str(exc), at=at, value=col) from None
+            if transform is not None:
+                chosen.append(self._checked_transform(transform, allowed, at, col, chosen))
+                continue
             canonical, base = allowed.get(str(col).lower(), ("", ""))
             if not (isinstance(col, str) and canonical):
                 raise problem(f"use one of {', '.join(names)}{hint(str(col), names)}", at=at, value=col)
@@ -154,3 +162,34 @@ class OutputConfig(Section):
                 raise problem("the column is listed twice; remove one", at=at, value=col)
             chosen.append(canonical)  # the schema's spelling, so the writer finds the column
         return self.model_copy(update={"partition_by": tuple(chosen)})
+
+    def _checked_transform(
+        self,
+        transform: partition_transforms.Transform,
+        allowed: dict[str, tuple[str, str]],
+        at: str,
+        col: Any,
+        chosen: list[str],
+    ) -> str:
+        """The transform spelt canonically over the schema's spelling of its column."""
+        if self.format != "iceberg":
+            raise problem(
+                "a partition transform is Iceberg's: partition a Delta table by a column, or set "
+                "output.format: iceberg",
+                at=at,
+                value=col,
+            )
+        sources = {**allowed, **{n: (n, t) for n, t in partition_transforms.BUILTIN_SOURCES.items()}}
+        canonical, base = sources.get(transform.column.lower(), ("", ""))
+        if not canonical:
+            names = [n for n, _ in sources.values()]
+            raise problem(
+                f"transform one of {', '.join(names)}{hint(transform.column, names)}", at=at, value=col
+            )
+        fix = partition_transforms.misfit(transform, base)
+        if fix is not None:
+            raise problem(fix, at=at, value=col)
+        spelt = partition_transforms.Transform(transform.name, canonical, transform.width).spelt()
+        if spelt in chosen:
+            raise problem("the transform is listed twice; remove one", at=at, value=col)
+        return spelt

@@ -26,6 +26,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from eos_ingest.config import partition_transforms
 from eos_ingest.errors import ConfigError, PartialWriteError, WriteConflictError, WriteError
 from eos_ingest.storage.iceberg_branch import (
     PublishConflictError,
@@ -114,7 +115,6 @@ class IcebergFormat:
         """The table `path`, created from the rows' schema if absent (a first snapshot, empty, on
         main: a branch is cut from it). Two first writers: one creates it, the other uses it."""
         from pyspark.errors import AnalysisException
-        from pyspark.sql.functions import col
 
         catalog = self.catalog
         catalog.ensure(spark)
@@ -126,7 +126,7 @@ class IcebergFormat:
             empty = spark.createDataFrame(spark.sparkContext.emptyRDD(), rows.schema)  # a JVM RDD
             creating = empty.writeTo(catalog.identifier(path))
             if partition_by:
-                creating = creating.partitionedBy(*[col(c) for c in partition_by])
+                creating = creating.partitionedBy(*[partition_field(c) for c in partition_by])
             try:
                 creating.create()
             except AnalysisException as exc:
@@ -255,3 +255,18 @@ class IcebergFormat:
             txn=txn,
             before_write=before_write,
         )
+
+
+def partition_field(spelt: str) -> Any:
+    """The Spark column of one `output.partition_by` entry: a column, or a transform of one as
+    config/partition_transforms.py spells it (day(c) -> partitioning.days(c), bucket(N, c) ...)."""
+    from pyspark.sql.functions import col, partitioning  # pyspark: only in a Spark job
+
+    transform = partition_transforms.parse(spelt)
+    if transform is None:
+        return col(spelt)
+    if transform.name == "bucket":
+        assert transform.width is not None
+        return partitioning.bucket(transform.width, col(transform.column))
+    plural = {"year": partitioning.years, "month": partitioning.months, "day": partitioning.days}
+    return plural.get(transform.name, partitioning.hours)(col(transform.column))

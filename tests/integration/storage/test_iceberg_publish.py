@@ -6,6 +6,7 @@ writes ranges of a topic name of its own, so the tests do not see each other's r
 from __future__ import annotations
 
 import itertools
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,24 @@ def test_a_publish_that_loses_to_a_commit_on_main_is_staged_and_checked_anew_and
         [(0, o, "ours") for o in range(4)] + [(1, o, "theirs") for o in range(4)]
     )
     assert result.version == iceberg.catalog.java_table(spark, TABLE).currentSnapshot().snapshotId()
+
+
+def test_a_table_is_created_with_the_pipelines_partition_transforms(spark, iceberg) -> None:
+    topic = f"t{next(_topics)}"
+    rows = spark.createDataFrame(
+        [(topic, 0, o, 1, f"c{o % 3}", datetime(2026, 11, 27 + o % 2, 10)) for o in range(6)],
+        "kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, batch_id BIGINT, v STRING, ts TIMESTAMP",
+    )
+    iceberg.replace_ranges(
+        spark,
+        rows,
+        "events.parted",
+        [PlannedRange(topic, 0, 0, 6)],
+        1,
+        ("day(ts)", "bucket(4, v)", "kafka_topic"),
+    )
+
+    spec = iceberg.catalog.java_table(spark, "events.parted").spec()
+    fields = [(str(f.name()), str(f.transform())) for f in spec.fields()]
+    assert fields == [("ts_day", "day"), ("v_bucket", "bucket[4]"), ("kafka_topic", "identity")]
+    assert spark.table(iceberg.catalog.identifier("events.parted")).count() == 6
