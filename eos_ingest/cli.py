@@ -4,7 +4,7 @@ eos-ingest run --pipeline demo        plan a batch (or resume the pending one) a
 eos-ingest run --pipeline demo --until-caught-up
                                       then the next batches, in one Spark session, until caught up
 eos-ingest check-lag --pipeline demo  the lag against the pipeline's alerts: limits (exit 4 when passed)
-eos-ingest verify --pipeline demo     compare Kafka's committed records with the Delta tables
+eos-ingest verify --pipeline demo     compare Kafka's committed records with the output tables
 """
 
 from __future__ import annotations
@@ -174,18 +174,12 @@ def spark_session(config: PipelineConfig, purpose: str, store: ControlStore) -> 
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from eos_ingest.service.verify import verify
+    from eos_ingest.service.verify import verify_pipeline
 
     config = load_config(args)
     store = open_store(config)
     with spark_session(config, "verify", store) as spark:
-        report = verify(
-            spark,
-            config.kafka_settings,
-            store.range_records(config.name),
-            [str(config.output_path), str(config.quarantine_path)],
-            config.topics,
-        )
+        report = verify_pipeline(spark, config, store.range_records(config.name))
     print(json.dumps({"pipeline": config.name, **report.to_dict()}, indent=2))
     return 0 if report.ok else 1
 

@@ -45,7 +45,7 @@ from eos_ingest.airflow.tasks import (
 from eos_ingest.config.pipeline import PipelineConfig, default_pipelines_dir, load_pipeline
 from eos_ingest.errors import ConfigError
 from eos_ingest.redact import redact_text
-from eos_ingest.storage.object_stores import table_uri
+from eos_ingest.storage.table_names import TABLE, output_names
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ VALIDATE_RULE = "all_done_min_one_success"
 def _tail(config: PipelineConfig, batch_task: str, batch_id: Any, until_caught_up: str | None = None) -> None:
     """spark_ingest -> validate -> publish for the batch id returned by `batch_task`."""
     pipeline_file = str(config.source)
-    table = Asset(uri=table_uri(config.output_path))
+    table = Asset(uri=output_names(config)[TABLE].uri)
     spark = BatchSparkSubmitOperator(
         task_id="spark_ingest",
         pipeline_file=pipeline_file,
@@ -108,7 +108,10 @@ def ingest_dag(config: PipelineConfig) -> DAG:
         auto_register=False,  # exposed through the module globals only, once checked
         default_args=DEFAULT_ARGS,
         tags=["eos-ingest", f"pipeline:{config.name}"],
-        doc_md=dag_doc(config, f"Exactly-once ingest of pipeline **{config.name}**: Kafka -> Delta."),
+        doc_md=dag_doc(
+            config,
+            f"Exactly-once ingest of pipeline **{config.name}**: Kafka -> {config.output.format.capitalize()}.",
+        ),
         params={
             "until_caught_up": Param(
                 False,

@@ -1,4 +1,4 @@
-"""OpenLineage datasets of a pipeline: its Kafka topics in, its Delta table and quarantine out.
+"""OpenLineage datasets of a pipeline: its Kafka topics in, its table and quarantine table out.
 
 The ingest and backfill DAGs' spark_ingest task (airflow/operator.py, BatchSparkSubmitOperator) returns
 these from get_openlineage_facets_on_start/complete, the methods the OpenLineage provider's
@@ -6,17 +6,18 @@ listener asks an operator for (docs/lineage.md). The provider is optional (the `
 it is imported here only, and only when its listener calls, so the DAGs parse and run without it.
 
 Names follow OpenLineage's naming conventions: a topic is ``kafka://{bootstrap host}:{port}`` +
-the topic; a local table ``file`` + its absolute path; an s3a:// table ``s3://{bucket}`` + the key
-(OpenLineage's Spark integration names s3a paths the same way, so the two join).
+the topic; a table, Delta or Iceberg, is named by its location (storage/table_names.py): a local
+table ``file`` + its absolute path; an s3a:// table ``s3://{bucket}`` + the key (OpenLineage's
+Spark integration names s3a paths and Iceberg tables the same way, so the two join).
 """
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
-from eos_ingest.config.table_location import TableLocation, is_object_store
+from eos_ingest.config.table_location import TableLocation
+from eos_ingest.storage.table_names import OUTPUT_TABLES, location_dataset, output_names
 
 
 def kafka_namespace(bootstrap_servers: str) -> str:
@@ -26,11 +27,8 @@ def kafka_namespace(bootstrap_servers: str) -> str:
 
 
 def table_dataset(location: TableLocation) -> tuple[str, str]:
-    """(namespace, name) of a Delta table's folder."""
-    if is_object_store(location):
-        uri = urlsplit(str(location))
-        return f"s3://{uri.netloc}", uri.path.strip("/")
-    return "file", str(location)
+    """(namespace, name) of a table in the folder or s3a:// URI `location`."""
+    return location_dataset(location)
 
 
 def brokers_in_file(config: PipelineConfig) -> bool:
@@ -45,7 +43,8 @@ def datasets(
     """(inputs, outputs) as (namespace, name): the topics; the table, then its quarantine."""
     namespace = kafka_namespace(config.kafka["bootstrap.servers"])
     inputs = [(namespace, topic) for topic in config.topics] if with_inputs else []
-    return inputs, [table_dataset(config.output_path), table_dataset(config.quarantine_path)]
+    names = output_names(config)
+    return inputs, [names[which].dataset for which in OUTPUT_TABLES]
 
 
 def operator_lineage(pipeline_file: str, run_config: PipelineConfig | None) -> Any:

@@ -20,6 +20,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.errors import EosIngestError
 from eos_ingest.redact import redact_text
+from eos_ingest.storage.table_names import QUARANTINE, TABLE, output_names
 
 log = logging.getLogger(__name__)
 
@@ -111,10 +112,11 @@ def publish_batches(pipeline_file: str, batch_id: int, table: Asset) -> dict[str
 
 
 def dag_doc(config: PipelineConfig, what: str) -> str:
+    names = output_names(config)
     return (
         f"{what}\n\n| | |\n|---|---|\n| pipeline file | `{config.source}` |\n"
-        f"| topics | {', '.join(config.topics)} |\n| table | `{config.output_path}` |\n"
-        f"| quarantine | `{config.quarantine_path}` |\n| Kafka connection | `{config.kafka_conn_id}` |\n"
+        f"| topics | {', '.join(config.topics)} |\n| table | `{names[TABLE].shown}` ({config.output.format}) |\n"
+        f"| quarantine | `{names[QUARANTINE].shown}` |\n| Kafka connection | `{config.kafka_conn_id}` |\n"
         f"| schedule | `{config.schedule}` |\n\nSee docs/airflow.md."
     )
 

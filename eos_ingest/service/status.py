@@ -41,7 +41,9 @@ from eos_ingest.kafka.timestamps import first_record_timestamps
 from eos_ingest.plan.ranges import PartitionOffsets, TopicPartition
 from eos_ingest.quality.data_docs import data_docs_relpath
 from eos_ingest.redact import redact_text, redact_tree, secrets_of
-from eos_ingest.storage.maintenance import table_maintenance_status
+from eos_ingest.storage.table_formats import output_reader
+from eos_ingest.storage.table_names import QUARANTINE, TABLE
+from eos_ingest.storage.table_reader import page_figures
 
 __all__ = [
     "batch_duration_s",
@@ -121,6 +123,7 @@ def pipeline_status(
         config, partitions, read_timestamps, now or datetime.now(UTC), kafka_error=kafka_error
     )
     lags = [p["lag"] for p in partitions if p["lag"] is not None]
+    reader = output_reader(config)
     # What the page, its JSON and `eos-ingest status` show: batch errors and notes may quote a URL
     # or a setting (eos_ingest.redact); bootstrap.servers may carry credentials in a URL form.
     shown: dict[str, Any] = redact_tree(
@@ -133,8 +136,11 @@ def pipeline_status(
             "start_from": config.start_from,
             "max_records_per_partition": config.max_records_per_partition,
             "bootstrap_servers": config.kafka.get("bootstrap.servers"),
-            "output_path": str(config.output_path),
-            "quarantine_path": str(config.quarantine_path),
+            # Delta: the tables' folders (or URIs); Iceberg: their Spark names, catalog.namespace.table.
+            "table_format": reader.format,
+            "version_label": reader.version_label,  # what a table's and a batch's version is
+            "output_path": reader.name(TABLE).shown,
+            "quarantine_path": reader.name(QUARANTINE).shown,
             "control_db": store.safe_url,
             "kafka_error": kafka_error,
             "total_lag": None if kafka_error else sum(max(lag, 0) for lag in lags),
@@ -143,8 +149,9 @@ def pipeline_status(
             "partitions": partitions,
             "batches": [batch_status(b) for b in recent],
             "page": page,
-            # Per table: file count, bytes and the last OPTIMIZE / VACUUM (storage/maintenance.py).
-            "tables": table_maintenance_status(config),
+            # Per table: its version (Delta's, or Iceberg's snapshot id), file count, bytes and the
+            # last maintenance (storage/table_reader.py).
+            "tables": page_figures(reader),
         }
     )
     return shown

@@ -2,7 +2,8 @@
 
 Ground truth is a plain confluent-kafka consumer with isolation.level=read_committed reading every
 committed range of the pipeline; it shares no code with the Spark job's read. The output (table +
-quarantine) must hold each of those identities exactly once and nothing else.
+quarantine, what their current version publishes, in the pipeline's table format: the reader of
+storage/table_reader.py) must hold each of those identities exactly once and nothing else.
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.queries import RangeRecord
 from eos_ingest.errors import KafkaUnavailableError
 from eos_ingest.kafka.offsets import fetch_snapshot
 from eos_ingest.plan.ranges import PlannedRange, merge_ranges
+from eos_ingest.storage.table_formats import output_reader
+from eos_ingest.storage.table_names import OUTPUT_TABLES
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 Identity = tuple[str, int, int]
 
@@ -128,23 +132,19 @@ def _interval_offsets(
 
 
 def output_row_stream(
-    spark: SparkSession, table_paths: Sequence[str], topics: Sequence[str], expected_rows: int = 0
+    spark: SparkSession, tables: Sequence[DataFrame], topics: Sequence[str], expected_rows: int = 0
 ) -> Iterator[tuple[Identity, int | None, int]]:
-    """(identity, batch_id, rows) of `topics` across the Delta tables that exist, in identity order.
+    """(identity, batch_id, rows) of `topics` across the output tables (each read by its format's
+    reader: TableReader.spark_rows), in identity order.
 
     Spark groups and sorts; the driver takes one sorted partition at a time (toLocalIterator), so
     its memory does not grow with the table. `expected_rows` sizes those partitions: with the
     session's few shuffle partitions, 5M rows made chunks of 1.2M rows that the driver's block
     manager evicted before Python fetched them (TaskResultLost)."""
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     columns = ["kafka_topic", "kafka_partition", "kafka_offset", "batch_id"]
-    frames = [
-        spark.read.format("delta").load(path).where(F.col("kafka_topic").isin(list(topics))).select(*columns)
-        for path in table_paths
-        if DeltaTable.isDeltaTable(spark, path)
-    ]
+    frames = [table.where(F.col("kafka_topic").isin(list(topics))).select(*columns) for table in tables]
     if not frames:
         return
     union = frames[0]
@@ -267,14 +267,24 @@ def compare_streams(
     )
 
 
+def verify_pipeline(
+    spark: SparkSession, config: PipelineConfig, committed: Iterable[PlannedRange | RangeRecord]
+) -> VerifyReport:
+    """verify() of the pipeline's output tables (the table and the quarantine table that exist), in
+    its table format, against Kafka's committed records of `committed` ranges."""
+    reader = output_reader(config)
+    tables = [t for which in OUTPUT_TABLES if (t := reader.spark_rows(spark, which)) is not None]
+    return verify(spark, config.kafka_settings, committed, tables, config.topics)
+
+
 def verify(
     spark: SparkSession,
     kafka_settings: Mapping[str, str],
     committed: Iterable[PlannedRange | RangeRecord],
-    table_paths: Sequence[str],
+    tables: Sequence[DataFrame],
     topics: Sequence[str],
 ) -> VerifyReport:
-    """Compare Kafka's committed records of `committed` ranges with the output tables.
+    """Compare Kafka's committed records of `committed` ranges with the output tables' rows.
 
     With RangeRecords (ControlStore.range_records: every batch's ranges and their topic ids), only
     committed ranges of each topic's current id form the expectation; rows whose batch planned its
@@ -288,7 +298,7 @@ def verify(
     return compare_streams(
         committed_identity_stream(kafka_settings, readable),
         output_row_stream(
-            spark, table_paths, topics, sum(end - start for ivs in spans.values() for start, end in ivs)
+            spark, tables, topics, sum(end - start for ivs in spans.values() for start, end in ivs)
         ),
         below,
         older_batches,

@@ -1,5 +1,7 @@
 """The table formats eos-ingest writes, by name: a pipeline's output table is one of these
-(`output.format`: Delta, the default, or Iceberg in the pipeline's catalog)."""
+(`output.format`: Delta, the default, or Iceberg in the pipeline's catalog). output_format is what
+a batch writes through (table_format.TableFormat); output_reader what reads the published tables
+(table_reader.TableReader: verify, the audit, the Ingestion page)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,10 @@ from typing import TYPE_CHECKING
 
 from eos_ingest.config.output import FORMATS
 from eos_ingest.storage.delta_format import DELTA
+from eos_ingest.storage.delta_reader import DeltaReader
+from eos_ingest.storage.iceberg_reader import IcebergReader
 from eos_ingest.storage.table_format import TableFormat
+from eos_ingest.storage.table_reader import TableReader
 
 if TYPE_CHECKING:
     from eos_ingest.config.pipeline import PipelineConfig
@@ -25,6 +30,15 @@ def output_format(config: PipelineConfig | None = None) -> TableFormat:
 
         return IcebergFormat(IcebergCatalog.of(config))
     raise ValueError(f"unknown table format {name!r}; eos-ingest writes {', '.join(FORMATS)}")
+
+
+def output_reader(config: PipelineConfig) -> TableReader:
+    """The reader of the pipeline's published table and quarantine table, in its format."""
+    if config.output.format == "iceberg":
+        return IcebergReader(config)
+    if config.output.format == "delta":
+        return DeltaReader(config)
+    raise ValueError(f"unknown table format {config.output.format!r}; eos-ingest reads {', '.join(FORMATS)}")
 
 
 def uses_iceberg(config: PipelineConfig) -> bool:

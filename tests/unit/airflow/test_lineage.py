@@ -144,6 +144,36 @@ def test_s3a_tables_are_named_by_bucket_and_key(tmp_path: Path) -> None:
     assert _names(lineage.outputs) == [("s3://lake", "tables/lin"), ("s3://lake", "tables/lin_quarantine")]
 
 
+@pytest.mark.parametrize("warehouse", ["local", "s3a"])
+def test_iceberg_tables_are_named_by_their_location_in_the_warehouse_and_so_is_the_asset(
+    tmp_path: Path, warehouse: str
+) -> None:
+    """As OpenLineage's Spark integration names an Iceberg table: by its location, which the JDBC
+    catalog makes <warehouse>/<namespace>/<table> (tests/integration/storage/test_iceberg_reads.py
+    checks it against a real table)."""
+    from airflow.sdk import Asset
+
+    from eos_ingest.airflow.dags import ingest_dag
+
+    path = str(tmp_path / "wh") if warehouse == "local" else "s3a://lake/wh"
+    config = _pipeline(
+        tmp_path,
+        output={"format": "iceberg", "path": path, "table": "lake.events"},
+        control_db_url="postgresql+psycopg://eos@db.example/eos",  # never opened here
+    )
+
+    lineage = _extract(_spark_tasks(config)[0], "success")
+
+    if warehouse == "local":
+        expected = [("file", f"{path}/lake/events"), ("file", f"{path}/lake/events_quarantine")]
+        uri = Path(f"{path}/lake/events").as_uri()
+    else:
+        expected = [("s3://lake", "wh/lake/events"), ("s3://lake", "wh/lake/events_quarantine")]
+        uri = "s3a://lake/wh/lake/events"
+    assert _names(lineage.outputs) == expected
+    assert ingest_dag(config).get_task("publish").outlets == [Asset(uri=uri)]
+
+
 def test_the_provider_emits_start_and_complete_events_with_them(tmp_path: Path) -> None:
     from airflow.providers.openlineage.plugins.adapter import OpenLineageAdapter
     from openlineage.client import OpenLineageClient

@@ -1,5 +1,6 @@
-"""The audit reads only the files whose Delta statistics may hold the batch's rows, and finds the
-same rows as a scan of every file (delta-rs writes real Delta tables here; no Spark)."""
+"""The Delta reader (the audit's) reads only the files whose Delta statistics may hold the batch's
+rows, and finds the same rows as a scan of every file (delta-rs writes real Delta tables here; no
+Spark)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ from deltalake import DeltaTable, write_deltalake
 from eos_ingest.control.queries import Batch
 from eos_ingest.control.schema import BatchKind, BatchStatus
 from eos_ingest.plan.ranges import PlannedRange
-from eos_ingest.quality import audit
-from eos_ingest.quality.audit import batch_files, committed_rows
+from eos_ingest.storage import batch_rows
+from eos_ingest.storage.delta_reader import batch_files, committed_rows
 
 
 @pytest.fixture(autouse=True, params=["filter", "join"])
 def rows_kept_by(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test twice: the batch's rows kept by the Arrow filter (few ranges), then by the join."""
-    monkeypatch.setattr(audit, "FILTER_MAX_RANGES", 10_000 if request.param == "filter" else -1)
+    monkeypatch.setattr(batch_rows, "FILTER_MAX_RANGES", 10_000 if request.param == "filter" else -1)
     return str(request.param)
 
 
