@@ -38,23 +38,25 @@ def batch_expression(batch: Batch, few_ranges: bool) -> Any:
     ranges (few_ranges), else its id or a topic of its ranges (a superset in_batch narrows). The
     scan plans with it (manifest and file statistics), and filters the rows it reads."""
     # pyiceberg: the optional `iceberg` extra, imported only where an Iceberg table is read.
-    from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, In, LessThan, Or
+    import pyiceberg.expressions
 
-    own = EqualTo("batch_id", int(batch.batch_id))
+    # Its expressions are pydantic models, whose constructors mypy misreads without pydantic's plugin.
+    e: Any = pyiceberg.expressions
+    own = e.EqualTo("batch_id", int(batch.batch_id))
     if not few_ranges:
         topics = batch_topics(batch)
-        return Or(own, In("kafka_topic", topics)) if topics else own
+        return e.Or(own, e.In("kafka_topic", topics)) if topics else own
     clauses = [
-        And(
-            EqualTo("kafka_topic", r.topic),
-            EqualTo("kafka_partition", int(r.partition)),
-            GreaterThanOrEqual("kafka_offset", int(r.start)),
-            LessThan("kafka_offset", int(r.end)),
+        e.And(
+            e.EqualTo("kafka_topic", r.topic),
+            e.EqualTo("kafka_partition", int(r.partition)),
+            e.GreaterThanOrEqual("kafka_offset", int(r.start)),
+            e.LessThan("kafka_offset", int(r.end)),
         )
         for r in batch.ranges
         if r.end > r.start
     ]
-    return Or(own, *clauses) if clauses else own
+    return e.Or(own, *clauses) if clauses else own
 
 
 def snapshot_batch_rows(
