@@ -21,11 +21,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_ingest.storage.table_format import Txn
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -106,9 +109,44 @@ class StagedBranch:
         return rows.select(*[rows[field.name].cast(field.dataType).alias(field.name) for field in schema])
 
     def read_arrow(self, schema: StructType, batch_id: int) -> pa.Table | None:
-        """None: the gate reads the branch back with Spark."""
-        del schema, batch_id
-        return None
+        """The branch's rows of `batch_id`, the columns of `schema`, read by pyiceberg from the
+        table metadata the stage committed, at the branch's head: the rows and Arrow types of
+        read_back(schema).where(batch_id).toArrow(), without a Spark job. None where pyiceberg
+        cannot stand in, and the gate reads the branch back with Spark: nothing staged, metadata not
+        on a local disk (an s3a:// warehouse), pyiceberg not installed, or a column the branch's
+        schema lacks or pyiceberg's type of which does not cast to Spark's."""
+        if self.skipped or self.branch is None:
+            return None
+        table = self._table
+        table.refresh()  # the stage's DELETE and append committed through Spark's own instance
+        ref = table.refs().get(self.branch)
+        location = str(table.operations().current().metadataFileLocation())
+        if ref is None or urlparse(location).scheme not in ("", "file"):
+            return None
+        try:  # pyiceberg: the optional `iceberg` extra; without it the gate reads with Spark
+            from pyiceberg.expressions import EqualTo
+            from pyiceberg.table import StaticTable
+        except ImportError:
+            return None
+        # pydantic models: mypy misreads their constructors without pydantic's plugin.
+        equal_to: Any = EqualTo
+        static = StaticTable.from_metadata(location)
+        names = [field.name for field in schema.fields]
+        if any(name not in static.schema().column_names for name in names):
+            return None
+        rows = static.scan(
+            row_filter=equal_to("batch_id", int(batch_id)),
+            selected_fields=tuple(names),
+            snapshot_id=int(ref.snapshotId()),
+        ).to_arrow()
+        large = self._spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+        target = to_arrow_schema(
+            schema, error_on_duplicated_field_names_in_struct=True, prefers_large_types=large
+        )
+        try:  # Spark's Arrow types (timestamps as UTC microseconds), whatever pyiceberg's are
+            return rows.select(names).cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None
 
     def commit(self) -> int | None:
         """Publish: main fast-forwarded to the branch, the branch removed (one metadata commit);
