@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.connections.kafka import KAFKA_SETTINGS_ENV, connection_settings_from_env, encode_settings
 from eos_ingest.control.store import Batch, BatchKind, BatchStatus, ControlStore
+from eos_ingest.errors import ConfigError
 from eos_ingest.kafka.offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.plan.ranges import TopicPartition, plan_ranges
 from eos_ingest.service import trends
@@ -254,6 +255,13 @@ def maintain(
     None for a dry run."""
     from eos_ingest.storage.maintenance import maintain_table, maintain_tables, vacuum_retention_hours
 
+    if config.output.format != "delta":
+        raise ConfigError(
+            f"pipeline {config.name}: maintain runs Delta's OPTIMIZE and VACUUM, and its tables are "
+            f"{config.output.format}'s: Iceberg's maintenance (rewrite_data_files, expire_snapshots, "
+            "remove_orphan_files) is not built into eos-ingest yet; run Iceberg's procedures from "
+            "your own Spark session meanwhile, never expiring an eos_batch* branch (docs/iceberg.md)"
+        )
     hours = vacuum_retention_hours(store.planned_batches(config.name), retention_hours)
     locations = {"table": config.output_path, "quarantine": config.quarantine_path}
     if dry_run:
