@@ -18,16 +18,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
-
 from eos_ingest.config import partition_transforms
-from eos_ingest.errors import ConfigError, PartialWriteError, WriteConflictError, WriteError
+from eos_ingest.errors import ConfigError, PartialWriteError
 from eos_ingest.storage.iceberg_branch import (
     PublishConflictError,
     StagedBranch,
@@ -37,13 +29,9 @@ from eos_ingest.storage.iceberg_branch import (
     remove_stale_branches,
 )
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.lost_races import DEFAULT_BACKOFF_S, commit_checked
 from eos_ingest.storage.table_format import ReplaceResult, StagedWrite, Txn
-from eos_ingest.storage.writer import (
-    CONFLICT_ATTEMPTS_ENV,
-    DEFAULT_BACKOFF_S,
-    conflict_attempts,
-    ranges_predicate,
-)
+from eos_ingest.storage.writer import ranges_predicate
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -153,60 +141,17 @@ class IcebergFormat:
         is one whose check passed against the main it was cut from. `before_write` (the caller's
         fence check) runs before each stage and each publish; `before_commit` before the first
         publish only (a test's fault point)."""
-        tries = attempts if attempts is not None else conflict_attempts()
-        made = 0
         identifier = self.catalog.identifier(path)
-
-        def once() -> tuple[StagedBranch, int | None]:
-            nonlocal made
-            made += 1
-            if before_write is not None:
-                before_write()
-            staged = cast("StagedBranch", stage_once())
-            try:
-                if check is not None:
-                    check(staged)
-                if before_write is not None:
-                    before_write()
-                if before_commit is not None and made == 1:
-                    before_commit()
-                try:
-                    return staged, staged.commit()
-                except PublishConflictError:
-                    raise  # retried below, from a fresh branch
-                except Exception as exc:
-                    raise WriteError(
-                        f"Iceberg publish of batch {batch_id} into {identifier} failed: {exc}"
-                    ) from exc
-            finally:
-                staged.abort()  # the branch, unless the publish was tried
-
-        def conflicted(state: RetryCallState) -> None:
-            exc = state.outcome.exception() if state.outcome else None
-            wait = state.next_action.sleep if state.next_action else 0.0
-            log.warning(
-                "batch %s: Iceberg publish into %s lost to a concurrent writer (try %s of %s: %s); "
-                "staging it anew in %.1f s",
-                batch_id, identifier, state.attempt_number, tries, exc, wait,
-            )  # fmt: skip
-
-        retrying = Retrying(
-            stop=stop_after_attempt(tries),
-            wait=wait_exponential_jitter(initial=backoff_s, max=backoff_s * 16, jitter=backoff_s),
-            retry=retry_if_exception_type(PublishConflictError),
-            before_sleep=conflicted,
-            reraise=True,
+        staged, version, made = commit_checked(
+            lambda: cast("StagedBranch", stage_once()),
+            lost=lambda exc: isinstance(exc, PublishConflictError),
+            what=f"Iceberg publish of batch {batch_id} into {identifier}",
+            check=check,
+            before_write=before_write,
+            before_commit=before_commit,
+            tries=attempts,
+            backoff_s=backoff_s,
         )
-        try:
-            staged, version = retrying(once)
-        except PublishConflictError as exc:
-            raise WriteConflictError(
-                f"Iceberg publish of batch {batch_id} into {identifier} lost to a concurrent writer "
-                f"{made} times ({exc}); nothing of it reached main and the batch stays planned: run it "
-                f"again (raise {CONFLICT_ATTEMPTS_ENV} for more tries per job)"
-            ) from exc
-        if made > 1:
-            log.info("batch %s: Iceberg publish into %s landed at try %s", batch_id, identifier, made)
         if version is not None:
             return ReplaceResult(version, made, txn.fence if txn is not None else None)
         return self._skipped_result(staged, identifier, batch_id, txn, made)
