@@ -102,15 +102,17 @@ bench: stack-up
 # Chaos run on the real stack (own broker, own PostgreSQL): kills, broker and DB restarts, zombies,
 # backfills; then verify + an independent check. Result in bench/results/chaos-<stamp>.json. The
 # defaults are the full target (hours on 2 cores); tests/chaos/ runs a short variant in `make test`.
+# CHAOS_FORMAT=iceberg runs it on an Iceberg table (the JDBC catalog in the run's PostgreSQL).
 CHAOS_RECORDS ?= 1000000
 CHAOS_KILLS ?= 100
 CHAOS_BROKER_RESTARTS ?= 5
 CHAOS_SECONDS ?= 3600
 CHAOS_MAX_MINUTES ?= 300
+CHAOS_FORMAT ?= delta
 chaos: setup
 	$(PY) -m bench.chaos --records $(CHAOS_RECORDS) --kills $(CHAOS_KILLS) \
 	  --broker-restarts $(CHAOS_BROKER_RESTARTS) --chaos-seconds $(CHAOS_SECONDS) \
-	  --max-minutes $(CHAOS_MAX_MINUTES) $(CHAOS_ARGS)
+	  --max-minutes $(CHAOS_MAX_MINUTES) --format $(CHAOS_FORMAT) $(CHAOS_ARGS)
 
 # The main job, end to end on local defaults: setup, Kafka, `airflow standalone`, a demo stream,
 # the ingest DAG through the REST API, verify; then a summary in $(EOS_STATE_DIR)/demo/summary.json.
