@@ -1,4 +1,5 @@
-"""The Iceberg format's write-audit-publish on a real table of a real JDBC catalog (SQLite): a
+"""The Iceberg format's write-audit-publish on a real table of a real JDBC catalog (SQLite, and
+PostgreSQL: the catalog's commit is its own SQL on each backend): a
 staged branch is invisible on main, a zombie's older fence never reaches main, and a publish that
 loses to a concurrent commit on main is staged and checked anew. One table for the module: each test
 writes ranges of a topic name of its own, so the tests do not see each other's rows."""
@@ -6,6 +7,7 @@ writes ranges of a topic name of its own, so the tests do not see each other's r
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from eos_ingest.storage.iceberg_branch import PublishConflictError, StagedBranch
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
 from eos_ingest.storage.iceberg_format import IcebergFormat
 from eos_ingest.storage.table_format import Txn
+from tests.fixtures.postgres import postgres_database
 
 pytestmark = pytest.mark.integration
 
@@ -24,12 +27,19 @@ SCHEMA = "kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, batch_id
 _topics = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def iceberg(tmp_path_factory: pytest.TempPathFactory) -> IcebergFormat:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def iceberg(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[IcebergFormat]:
+    """One table per backend for the module; PostgreSQL's in a database of its own, dropped after."""
     folder: Path = tmp_path_factory.mktemp("iceberg")
-    return IcebergFormat(
-        IcebergCatalog("eos_publish_test", f"sqlite:///{folder / 'control.db'}", str(folder / "wh"))
-    )
+    if request.param == "sqlite":
+        yield IcebergFormat(
+            IcebergCatalog("eos_publish_test", f"sqlite:///{folder / 'control.db'}", str(folder / "wh"))
+        )
+        return
+    with postgres_database(request.getfixturevalue("postgres_url")) as url:
+        yield IcebergFormat(IcebergCatalog("eos_publish_test", url, str(folder / "wh")))
 
 
 def frame(spark, topic: str, offsets: range, batch_id: int, value: str, partition: int = 0):
