@@ -1,21 +1,31 @@
 """The Iceberg catalog of an `output.format: iceberg` pipeline, as Spark and pyiceberg reach it.
 
-The catalog is Iceberg's JDBC catalog in a database the pipeline already has: by default its control
-DB (SQLite or PostgreSQL), beside the control tables (Iceberg adds `iceberg_tables` and
-`iceberg_namespace_properties`); its warehouse is `output.path`, a local folder or an s3a:// URI.
+`jdbc` (the default): Iceberg's JDBC catalog in a database the pipeline already has, by default its
+control DB (SQLite or PostgreSQL), beside the control tables (Iceberg adds `iceberg_tables` and
+`iceberg_namespace_properties`); its warehouse is `output.path`, a local folder or an s3a:// URI
+(read and written through hadoop-aws, with the pipeline's S3 access: object_stores.py). The
+catalog's name is the JDBC catalog's `catalog_name`, which is how pyiceberg's SqlCatalog finds
+the same tables.
+
+`rest`: a REST catalog server at `output.catalog.uri`, which places the tables and commits their
+metadata; the credentials come from the Airflow connection `output.catalog.conn_id`
+(iceberg_rest_auth.py). pyiceberg's RestCatalog reads the same server with the same properties.
+
 In Spark it is the catalog `eos_<pipeline>`, registered in the running session on first use (its
-settings are session SQL settings, so no secret is on a spark-submit command line). The same name
-is the JDBC catalog's `catalog_name`, which is how pyiceberg's SqlCatalog finds the same tables.
+settings are session SQL settings, so no secret is on a spark-submit command line).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
 from eos_ingest.errors import ConfigError
+from eos_ingest.storage.iceberg_rest_auth import SECRET_PROPERTIES, properties_from_env
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,16 +40,41 @@ SQLITE_BUSY_TIMEOUT_MS = "30000"
 
 @dataclass(frozen=True)
 class IcebergCatalog:
-    """name: the catalog's name in Spark and in the JDBC catalog's rows; uri: the SQLAlchemy URL of
-    its database; warehouse: the folder or s3a:// URI under which its tables live."""
+    """name: the catalog's name in Spark (and in the JDBC catalog's rows); uri: the SQLAlchemy URL of
+    a jdbc catalog's database, or a rest catalog's http(s) URL; warehouse: the folder or s3a:// URI
+    under which a jdbc catalog's tables live, or the warehouse a rest server is asked for (None: its
+    default); auth: a rest catalog's credential/token/scope/oauth2-server-uri (never shown)."""
 
     name: str
     uri: str
-    warehouse: str
+    warehouse: str | None
+    type: str = "jdbc"
+    auth: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @classmethod
-    def of(cls, config: PipelineConfig) -> IcebergCatalog:
+    def of(cls, config: PipelineConfig, environ: Mapping[str, str] | None = None) -> IcebergCatalog:
+        """The pipeline's catalog; a rest catalog's credentials from its connection as `environ`
+        (default: this process's) holds it."""
+        catalog = config.output.catalog
+        if catalog.type == "rest":
+            auth = properties_from_env(catalog.conn_id, os.environ if environ is None else environ)
+            uri = config.iceberg_catalog_uri
+            return cls(f"eos_{config.name}", uri, catalog.warehouse, "rest", tuple(sorted(auth.items())))
         return cls(f"eos_{config.name}", config.iceberg_catalog_uri, str(config.output_path))
+
+    def properties(self) -> dict[str, str]:
+        """The catalog's Iceberg properties (Spark's catalog settings less its prefix; pyiceberg's)."""
+        if self.type == "rest":
+            found = {"uri": self.uri, **dict(self.auth)}
+            if "credential" in found and "oauth2-server-uri" not in found:
+                # The server's own token endpoint, named: Iceberg's client warns that its implicit
+                # fallback to it will go (apache/iceberg#10537); pyiceberg's default is the same.
+                found["oauth2-server-uri"] = f"{self.uri}/v1/oauth/tokens"
+            if self.warehouse:
+                found["warehouse"] = self.warehouse
+            return found
+        assert self.warehouse is not None
+        return {"warehouse": self.warehouse, **jdbc_settings(self.uri)}
 
     def identifier(self, table: str) -> str:
         """Spark's name of `table` (namespace.table) in this catalog."""
@@ -50,13 +85,14 @@ class IcebergCatalog:
         prefix = f"spark.sql.catalog.{self.name}"
         conf = {
             prefix: SPARK_CATALOG,
-            f"{prefix}.type": "jdbc",
-            f"{prefix}.warehouse": self.warehouse,
+            f"{prefix}.type": self.type,
             # Every read loads the table's current metadata: a publish checks main as it is now,
             # not as this session's cache last saw it (another process may have moved it).
             f"{prefix}.cache-enabled": "false",
         }
-        conf.update({f"{prefix}.{k}": v for k, v in jdbc_settings(self.uri).items()})
+        conf.update({f"{prefix}.{k}": v for k, v in self.properties().items()})
+        if any(key in SECRET_PROPERTIES for key, _ in self.auth):
+            conf[f"{prefix}.rest.auth.type"] = "oauth2"  # what Iceberg infers, with a warning
         return conf
 
     def ensure(self, spark: SparkSession) -> None:
@@ -70,8 +106,17 @@ class IcebergCatalog:
         loaded = current[f"spark.sql.catalog.{self.name}"] is not None
         for key, value in wanted.items():
             spark.conf.set(key, value)
+        manager = spark._jsparkSession.sessionState().catalogManager()
         if loaded:
-            spark._jsparkSession.sessionState().catalogManager().reset()
+            manager.reset()
+        if self.type == "rest":
+            # Loading it now signs in (a token for the client credentials, the server's config):
+            # a refused credential is named here, not deep inside the batch's first statement.
+            try:
+                manager.catalog(self.name)
+            except Exception as exc:
+                self._refused(exc)
+                raise
 
     def java_table(self, spark: SparkSession, table: str) -> Any:
         """The org.apache.iceberg.Table of `table`, loaded now (its current metadata)."""
@@ -83,10 +128,38 @@ class IcebergCatalog:
         )
 
     def pyiceberg(self) -> Any:
-        """The same catalog as pyiceberg's SqlCatalog (no JVM): for reads without Spark."""
+        """The same catalog in pyiceberg (no JVM), for reads without Spark: a SqlCatalog on the
+        jdbc catalog's database, a RestCatalog on the rest server with the same credentials."""
+        if self.type == "rest":
+            from pyiceberg.catalog.rest import RestCatalog
+
+            try:
+                return RestCatalog(self.name, **self.properties())
+            except Exception as exc:
+                self._refused(exc)
+                raise
         from pyiceberg.catalog.sql import SqlCatalog
 
+        assert self.warehouse is not None
         return SqlCatalog(self.name, uri=self.uri, warehouse=_pyiceberg_warehouse(self.warehouse))
+
+    def _refused(self, exc: BaseException) -> None:
+        """A ConfigError naming output.catalog and the fix when `exc` is the server refusing the
+        credentials (Iceberg's NotAuthorizedException or ForbiddenException, pyiceberg's OAuthError,
+        UnauthorizedError or ForbiddenError); returns otherwise."""
+        java = getattr(exc, "java_exception", None)
+        text = str(java.toString()) if java is not None else f"{type(exc).__name__}: {exc}"
+        if not any(k in text for k in ("NotAuthorized", "Forbidden", "OAuthError", "Unauthorized")):
+            return
+        for key, value in self.auth:  # the server's message could echo what it was sent
+            if key in SECRET_PROPERTIES:
+                text = text.replace(value, "***")
+        raise ConfigError(
+            f"the Iceberg REST catalog at {self.uri} (output.catalog) refused this pipeline's sign-in "
+            f"({text.splitlines()[0][:300]}); fix the Airflow connection named by output.catalog.conn_id: "
+            "its login and password are the OAuth2 client id and secret, or its password alone a bearer "
+            "token (extra scope and oauth2-server-uri where the server needs them)"
+        ) from None
 
 
 def jdbc_settings(uri: str) -> dict[str, str]:
