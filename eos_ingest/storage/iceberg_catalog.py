@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
+from eos_ingest.config.table_location import is_object_store
 from eos_ingest.errors import ConfigError
 from eos_ingest.storage.iceberg_rest_auth import SECRET_PROPERTIES, properties_from_env
+from eos_ingest.storage.object_stores import S3Access
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from eos_ingest.config.pipeline import PipelineConfig
 
 SPARK_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
+HADOOP_FILE_IO = "org.apache.iceberg.hadoop.HadoopFileIO"
 # How long a JDBC connection waits for the SQLite control DB's write lock (the control store's
 # own busy_timeout is the same 30 s, control/engine.py).
 SQLITE_BUSY_TIMEOUT_MS = "30000"
@@ -74,7 +77,13 @@ class IcebergCatalog:
                 found["warehouse"] = self.warehouse
             return found
         assert self.warehouse is not None
-        return {"warehouse": self.warehouse, **jdbc_settings(self.uri)}
+        found = {"warehouse": self.warehouse, **jdbc_settings(self.uri)}
+        if is_object_store(self.warehouse):
+            # Hadoop's FileIO over hadoop-aws (the JDBC catalog's default, named here): the s3a jars
+            # and the session's fs.s3a.* access (object_stores.configure_session) already serve Delta's
+            # s3a tables. Iceberg's S3FileIO would add iceberg-aws and a second S3 client to the jobs.
+            found["io-impl"] = HADOOP_FILE_IO
+        return found
 
     def identifier(self, table: str) -> str:
         """Spark's name of `table` (namespace.table) in this catalog."""
@@ -141,7 +150,10 @@ class IcebergCatalog:
         from pyiceberg.catalog.sql import SqlCatalog
 
         assert self.warehouse is not None
-        return SqlCatalog(self.name, uri=self.uri, warehouse=_pyiceberg_warehouse(self.warehouse))
+        found = {"uri": self.uri, "warehouse": _pyiceberg_warehouse(self.warehouse)}
+        if is_object_store(self.warehouse):  # pyarrow's S3 client, with the same AWS_* access
+            found.update(pyiceberg_s3(S3Access.from_env()))
+        return SqlCatalog(self.name, **found)
 
     def _refused(self, exc: BaseException) -> None:
         """A ConfigError naming output.catalog and the fix when `exc` is the server refusing the
@@ -190,6 +202,23 @@ def jdbc_settings(uri: str) -> dict[str, str]:
     if url.password:
         settings["jdbc.password"] = str(url.password)
     return settings
+
+
+def pyiceberg_s3(access: S3Access) -> dict[str, str]:
+    """pyiceberg's FileIO properties of an S3 API store (path-style requests, as hadoop-aws's)."""
+    found = {
+        key: value
+        for key, value in (
+            ("s3.endpoint", access.endpoint),
+            ("s3.region", access.region or "us-east-1"),
+            ("s3.access-key-id", access.access_key),
+            ("s3.secret-access-key", access.secret_key),
+            ("s3.session-token", access.session_token),
+        )
+        if value
+    }
+    found["s3.force-virtual-addressing"] = "false"
+    return found
 
 
 def _pyiceberg_warehouse(warehouse: str) -> str:

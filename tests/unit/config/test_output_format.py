@@ -191,3 +191,21 @@ def test_a_rest_connection_that_cannot_sign_in_is_refused_naming_the_key_and_fix
         IcebergCatalog.of(config, env)
     assert "output.catalog.conn_id" in str(refused.value) or "AIRFLOW_CONN_ICEBERG_REST" in str(refused.value)
     assert fix in str(refused.value) and "s3cret" not in str(refused.value), str(refused.value)
+
+
+def test_an_s3a_warehouse_is_written_through_hadoop_aws_and_read_by_pyiceberg_with_the_same_access() -> None:
+    from eos_ingest.storage.iceberg_catalog import pyiceberg_s3
+    from eos_ingest.storage.object_stores import S3Access
+
+    catalog = IcebergCatalog("eos_lake", "postgresql+psycopg://eos@db/control", "s3a://lake/wh")
+    assert (
+        catalog.spark_conf()["spark.sql.catalog.eos_lake.io-impl"] == "org.apache.iceberg.hadoop.HadoopFileIO"
+    )
+    local = IcebergCatalog("eos_lake", "postgresql+psycopg://eos@db/control", "/data/wh")
+    assert "spark.sql.catalog.eos_lake.io-impl" not in local.spark_conf()  # the JDBC catalog's default
+    access = S3Access.from_env({"AWS_ENDPOINT_URL": "http://127.0.0.1:9090", "AWS_ACCESS_KEY_ID": "k",
+                                "AWS_SECRET_ACCESS_KEY": "s"})  # fmt: skip
+    assert pyiceberg_s3(access) == {
+        "s3.endpoint": "http://127.0.0.1:9090", "s3.region": "us-east-1", "s3.access-key-id": "k",
+        "s3.secret-access-key": "s", "s3.force-virtual-addressing": "false",
+    }  # fmt: skip
