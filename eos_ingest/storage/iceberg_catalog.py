@@ -41,6 +41,11 @@ HADOOP_FILE_IO = "org.apache.iceberg.hadoop.HadoopFileIO"
 SQLITE_BUSY_TIMEOUT_MS = "30000"
 
 
+def catalog_name(config: PipelineConfig) -> str:
+    """The pipeline's catalog's name in Spark (and in a JDBC catalog's rows), from the config alone."""
+    return f"eos_{config.name}"
+
+
 @dataclass(frozen=True)
 class IcebergCatalog:
     """name: the catalog's name in Spark (and in the JDBC catalog's rows); uri: the SQLAlchemy URL of
@@ -62,8 +67,8 @@ class IcebergCatalog:
         if catalog.type == "rest":
             auth = properties_from_env(catalog.conn_id, os.environ if environ is None else environ)
             uri = config.iceberg_catalog_uri
-            return cls(f"eos_{config.name}", uri, catalog.warehouse, "rest", tuple(sorted(auth.items())))
-        return cls(f"eos_{config.name}", config.iceberg_catalog_uri, str(config.output_path))
+            return cls(catalog_name(config), uri, catalog.warehouse, "rest", tuple(sorted(auth.items())))
+        return cls(catalog_name(config), config.iceberg_catalog_uri, str(config.output_path))
 
     def properties(self) -> dict[str, str]:
         """The catalog's Iceberg properties (Spark's catalog settings less its prefix; pyiceberg's)."""

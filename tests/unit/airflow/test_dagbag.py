@@ -364,14 +364,14 @@ def test_the_ingest_dag_gives_the_job_the_aws_connections_endpoint_and_keys_in_i
 def test_the_ingest_task_gives_the_job_the_iceberg_rest_catalogs_connection_in_its_environment_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """spark_ingest's operator for an Iceberg pipeline on a REST catalog (output.catalog.conn_id):
-    the connection from Airflow's store reaches the job as AIRFLOW_CONN_<ID> in its environment,
-    from which the job's catalog takes its OAuth2 credential; nothing of it is on the command line.
-    The operator itself, not through the DagBag (an Iceberg pipeline's DAG doc is the read side's)."""
+    """spark_ingest of an Iceberg pipeline on a REST catalog (output.catalog.conn_id), through the
+    DagBag: the DAG file parses without the connection (its doc, Asset and lineage names need no
+    secret), and at run time the connection from Airflow's store reaches the job as
+    AIRFLOW_CONN_<ID> in its environment, from which the job's catalog takes its OAuth2
+    credential; nothing of it is on the command line."""
     from airflow.models.connection import Connection
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    from eos_ingest.airflow.operator import BatchSparkSubmitOperator
     from eos_ingest.config.pipeline import load_pipeline
     from eos_ingest.service import operations
     from eos_ingest.storage.iceberg_catalog import IcebergCatalog
@@ -390,10 +390,12 @@ def test_the_ingest_task_gives_the_job_the_iceberg_rest_catalogs_connection_in_i
         ),
         "spark_default": Connection(conn_id="spark_default", conn_type="spark", host="local[1]"),
     }  # Airflow's store, as the task sees it (the worker's environment has no AIRFLOW_CONN_LAKE_REST)
+    monkeypatch.delenv("AIRFLOW_CONN_LAKE_REST", raising=False)
+    bag = dag_bag(tmp_path, monkeypatch)
+    assert bag.import_errors == {} and "eos_ingest__lake" in bag.dags, bag.import_errors
+    assert "eos_lake.lake.orders" in (bag.dags["eos_ingest__lake"].doc_md or "")
     monkeypatch.setattr("airflow.sdk.BaseHook.get_connection", lambda conn_id: connections[conn_id])
-    task = BatchSparkSubmitOperator(
-        task_id="spark_ingest", pipeline_file=str(tmp_path / "lake.yaml"), batch_task="plan"
-    )
+    task = copy.copy(bag.dags["eos_ingest__lake"].get_task("spark_ingest"))
     task.application_args = ["--config-file", "lake.yaml", "--batch-id", "7", "--until-caught-up", "False"]
 
     class Planned:  # the control store's answer for batch 7

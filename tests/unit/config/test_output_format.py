@@ -209,3 +209,20 @@ def test_an_s3a_warehouse_is_written_through_hadoop_aws_and_read_by_pyiceberg_wi
         "s3.endpoint": "http://127.0.0.1:9090", "s3.region": "us-east-1", "s3.access-key-id": "k",
         "s3.secret-access-key": "s", "s3.force-virtual-addressing": "false",
     }  # fmt: skip
+
+
+def test_a_rest_catalogs_tables_are_named_from_the_file_alone_without_its_credentials(tmp_path: Path) -> None:
+    """The DAG files name the tables (doc, Asset, lineage) while they are parsed, where the
+    catalog's connection is not to be read: the server's resource, not a warehouse path."""
+    from eos_ingest.storage.table_names import QUARANTINE, TABLE, output_names
+
+    config = load(
+        tmp_path, {"format": "iceberg", "table": "events.orders", "catalog": {**REST, "warehouse": "prod"}}
+    )
+    names = output_names(config)  # no AIRFLOW_CONN_ICEBERG_REST in this process
+
+    base = "https://catalog.example/api/catalog"
+    assert names[TABLE].shown == "eos_orders.events.orders"
+    assert names[TABLE].uri == f"{base}/v1/namespaces/events/tables/orders"
+    assert names[TABLE].dataset == (f"{base}/prod", "events.orders")
+    assert names[QUARANTINE].dataset == (f"{base}/prod", "events.orders_quarantine")
