@@ -160,6 +160,20 @@ class IcebergCatalog:
             found.update(pyiceberg_s3(S3Access.from_env()))
         return SqlCatalog(self.name, **found)
 
+    def pyiceberg_at(self, table: str, metadata_location: str) -> Any:
+        """pyiceberg's `table` (namespace.table) as of the metadata file `metadata_location` (one a
+        Spark statement just committed), for the gate's read of a staged branch. A jdbc catalog's:
+        the file itself (StaticTable, no catalog query), on a local disk or on an s3a warehouse
+        with the pipeline's S3 access. A rest catalog's: loaded from the server (where it places
+        the files and the access to them, vended credentials too, are the server's to say), which
+        holds that metadata or a newer one."""
+        if self.type == "rest":
+            return self.pyiceberg().load_table(table)
+        from pyiceberg.table import StaticTable
+
+        found = pyiceberg_s3(S3Access.from_env()) if is_object_store(metadata_location) else {}
+        return StaticTable.from_metadata(metadata_location, properties=found)
+
     def _refused(self, exc: BaseException) -> None:
         """A ConfigError naming output.catalog and the fix when `exc` is the server refusing the
         credentials (Iceberg's NotAuthorizedException or ForbiddenException, pyiceberg's OAuthError,
