@@ -1,8 +1,9 @@
 """An Iceberg pipeline's batches through the whole sequence (real broker, Spark): each lands once, a
-backfill replaces, a zombie attempt publishes nothing. On the JDBC catalog of the control DB
-(SQLite and PostgreSQL) and on a REST catalog server (tests/fixtures/iceberg_rest.py), whose
-tables the read side's pyiceberg reads too (the reader, the audit, the gate's read of a staged
-branch); a REST catalog that refuses the credentials is named with its fix."""
+backfill replaces, a zombie attempt publishes nothing. On the JDBC catalog of the SQLite control DB
+(PostgreSQL's: tests/integration/storage/test_iceberg_publish.py) and on a REST catalog server
+(tests/fixtures/iceberg_rest.py), whose tables the read side's pyiceberg reads too (the reader, the
+audit, the gate's read of a staged branch); a REST catalog that refuses the credentials is named
+with its fix."""
 
 from __future__ import annotations
 
@@ -86,9 +87,7 @@ def lands_once_backfill_replaces_zombie_publishes_nothing(spark, kafka_bootstrap
     return config, after, batch.batch_id
 
 
-# On both control DBs: the JDBC catalog's commit (its compare-and-set of the metadata location) is
-# the catalog's own SQL on each backend, not the control store's, so tests/integration/control/
-# does not prove it.
+@on_control_db("sqlite")
 def test_an_iceberg_batch_lands_once_a_backfill_replaces_it_and_a_zombie_publishes_nothing(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:
