@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from eos_ingest.config import partition_transforms
@@ -85,7 +86,15 @@ class IcebergFormat:
         if table.refs().containsKey(branch):  # this attempt's own, from a try whose removal failed
             table.manageSnapshots().removeBranch(branch).commit()
         table.manageSnapshots().createBranch(branch).commit()  # at main's current snapshot
-        staged = StagedBranch(identifier, False, spark, table, branch, txn)
+        staged = StagedBranch(
+            identifier,
+            False,
+            spark,
+            table,
+            branch,
+            txn,
+            pyiceberg_at=partial(self.catalog.pyiceberg_at, path),
+        )
         try:
             # Iceberg's row-level delete on the branch: files holding only the ranges' rows are
             # dropped, a file holding other rows too is rewritten without these (copy-on-write).
