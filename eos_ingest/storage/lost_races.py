@@ -128,7 +128,14 @@ def commit_checked(
         nonlocal first
         if before_write is not None:
             before_write()
-        staged = stage_once()
+        try:
+            staged = stage_once()
+        except Exception:
+            # A newer attempt that took the batch meanwhile may be what broke this stage (Iceberg:
+            # it removes the branches of older fences): say so (FencedError) rather than the error.
+            if before_write is not None:
+                before_write()
+            raise
         try:
             if check is not None:
                 check(staged)

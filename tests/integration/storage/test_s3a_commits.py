@@ -10,6 +10,7 @@ and not in others, so it is measured, not asserted: `python -m bench.object_stor
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,10 @@ from eos_ingest.spark.submit import local_driver_options
 
 pytestmark = pytest.mark.integration
 
-# 4 rounds are 8 concurrent commits, ~15-19 s a round on this 2-core machine.
-ROUNDS = 4
+# Rounds of two concurrent commits, ~15-19 s a round on a 2-core machine: 2 in `make test`, whose
+# time budget they share; EOS_LONG_TESTS=1 runs 8. Each round is a race the coordinator must
+# settle (a lost commit fails it); the rounds without the coordinator are measured in bench/.
+ROUNDS = 8 if os.environ.get("EOS_LONG_TESTS") == "1" else 2
 
 
 @pytest.mark.parametrize("control_db_url", ["postgresql"], indirect=True)
