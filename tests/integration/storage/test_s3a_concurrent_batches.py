@@ -1,7 +1,9 @@
 """An ingest and overlapping backfills at the same time on one s3a table (s3proxy, a PostgreSQL
-control DB): three `eos-ingest` processes, each with its own Spark application, whose Delta
-commits meet in the commit coordinator. Each must exit 0 (a write conflict costs a retry), and
-every committed record must be in the table exactly once."""
+control DB): `eos-ingest` processes, each with its own Spark application, whose Delta commits meet
+in the commit coordinator. Each must exit 0 (a write conflict costs a retry), and every committed
+record must be in the table exactly once. `make test` runs the ingest beside one backfill (two
+commits racing: the coordinator's subject); EOS_LONG_TESTS=1 adds a second backfill overlapping
+the first (three at once)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from tests.s3a_helpers import CLI, cli, commit_entries, identities
 
 pytestmark = pytest.mark.integration
 postgres_only = pytest.mark.parametrize("control_db_url", ["postgresql"], indirect=True)
+LONG = os.environ.get("EOS_LONG_TESTS") == "1"
 
 
 def rows(start: int, count: int) -> list[dict]:
@@ -49,8 +52,10 @@ def test_an_ingest_and_overlapping_backfills_at_once_all_commit_and_leave_one_co
         "backfill-b": ["backfill", *base, "--partitions", "0", "--start-offset", "60",
                        "--end-offset", "151", "--reason", "overlap b"],
     }  # fmt: skip
+    if not LONG:
+        del commands["backfill-b"]
     procs = {}
-    for name, args in commands.items():  # all three at once
+    for name, args in commands.items():  # all at once
         log = (tmp_path / f"{name}.log").open("w")
         procs[name] = subprocess.Popen([CLI, *args], env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     for name, proc in procs.items():
