@@ -263,6 +263,9 @@ def maintain(
             "your own Spark session meanwhile, never expiring an eos_batch* branch (docs/iceberg.md)"
         )
     hours = vacuum_retention_hours(store.planned_batches(config.name), retention_hours)
+    if config.output.format == "iceberg":
+        return {"pipeline": config.name, "dry_run": dry_run, "retention_hours": hours,
+                **_maintain_iceberg(config, store, spark, retention_hours, dry_run)}  # fmt: skip
     locations = {"table": config.output_path, "quarantine": config.quarantine_path}
     if dry_run:
         tables = {name: maintain_table(None, loc, hours, dry_run=True) for name, loc in locations.items()}
@@ -271,6 +274,28 @@ def maintain(
             raise ValueError("maintain needs a Spark session unless dry_run")
         tables = maintain_tables(spark, store, config.name, locations, retention_hours)
     return {"pipeline": config.name, "dry_run": dry_run, "retention_hours": hours, **tables}
+
+
+def _maintain_iceberg(
+    config: PipelineConfig,
+    store: ControlStore,
+    spark: SparkSession | None,
+    retention_hours: float | None,
+    dry_run: bool,
+) -> dict[str, Any]:
+    """maintain of an Iceberg pipeline: compaction, stale branches, expired snapshots and orphan
+    files of its table and quarantine table (storage/iceberg_maintenance.py)."""
+    from eos_ingest.storage import iceberg_maintenance
+    from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+
+    catalog = IcebergCatalog.of(config)
+    table, quarantine = config.output_tables
+    tables = {"table": table, "quarantine": quarantine}
+    if dry_run:
+        return iceberg_maintenance.dry_run_iceberg_tables(store, catalog, tables)
+    if spark is None:
+        raise ValueError("maintain needs a Spark session unless dry_run")
+    return iceberg_maintenance.maintain_iceberg_tables(spark, store, config.name, catalog, tables, retention_hours)
 
 
 def pipeline_status(config: PipelineConfig, store: ControlStore, *, batches: int = 10) -> dict[str, Any]:
