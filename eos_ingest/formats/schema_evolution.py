@@ -115,7 +115,9 @@ def widened_columns(config: PipelineConfig, schema: StructType | None) -> Column
             )
         widened.append((name, declared))
     if widened:
-        log.info("schema evolution: the batch widens the columns %s", ", ".join(f"{n} to {t}" for n, t in widened))
+        log.info(
+            "schema evolution: the batch widens the columns %s", ", ".join(f"{n} to {t}" for n, t in widened)
+        )
     return tuple(widened)
 
 

@@ -20,7 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from eos_ingest.config import partition_transforms
-from eos_ingest.errors import ConfigError, PartialWriteError
+from eos_ingest.errors import PartialWriteError
 from eos_ingest.storage.iceberg_branch import (
     PublishConflictError,
     StagedBranch,

@@ -258,7 +258,9 @@ def _remove_branches(table: Any, names: list[str]) -> None:
         except Exception:
             if attempt == 2:
                 raise
-            log.warning("removing the branches %s of %s failed; reading the table anew", present, table.name())
+            log.warning(
+                "removing the branches %s of %s failed; reading the table anew", present, table.name()
+            )
 
 
 def _actions(spark: SparkSession) -> Any:
@@ -272,10 +274,14 @@ def _lost_to_a_commit(exc: BaseException) -> bool:
     """A rewrite whose commit found main changed under it (a batch's publish, a backfill)."""
     java = getattr(exc, "java_exception", None)
     text = str(java.toString()) if java is not None else str(exc)
-    return any(kind in text for kind in ("ValidationException", "CommitFailedException", "CommitStateUnknown"))
+    return any(
+        kind in text for kind in ("ValidationException", "CommitFailedException", "CommitStateUnknown")
+    )
 
 
-def dry_run_iceberg_tables(store: ControlStore, catalog: IcebergCatalog, tables: dict[str, str]) -> dict[str, Any]:
+def dry_run_iceberg_tables(
+    store: ControlStore, catalog: IcebergCatalog, tables: dict[str, str]
+) -> dict[str, Any]:
     """What maintain would start from, read with pyiceberg (no Spark, nothing changes): main's
     figures and the branches it would remove (None for a table not created yet)."""
     from pyiceberg.exceptions import NoSuchTableError

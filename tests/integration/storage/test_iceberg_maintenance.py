@@ -56,7 +56,8 @@ def planned(store, config, start: int, end: int):
     """A planned scheduled batch of offsets [start, end) of the pipeline's topic."""
     ranges, partition = (PlannedRange(config.name, 0, start, end),), TopicPartition(config.name, 0)
     batch, created = store.plan_scheduled(
-        config.name, lambda committed: Plan(ranges, new_partitions=() if partition in committed else (partition,))
+        config.name,
+        lambda committed: Plan(ranges, new_partitions=() if partition in committed else (partition,)),
     )
     assert batch is not None and created
     return batch
@@ -149,4 +150,6 @@ def test_a_running_attempt_s_branch_survives_maintain_and_publishes_after_it(spa
     assert running.branch in refs(fmt, spark, table) and zombie not in refs(fmt, spark, table)
     version = running.commit()  # a fast-forward of main: fails if the branch or its history is gone
     assert version == fmt.catalog.java_table(spark, table).currentSnapshot().snapshotId()
-    assert main_rows(spark, fmt, table) == [(o, "old") for o in range(5)] + [(o, "running") for o in range(5, 10)]
+    assert main_rows(spark, fmt, table) == [(o, "old") for o in range(5)] + [
+        (o, "running") for o in range(5, 10)
+    ]

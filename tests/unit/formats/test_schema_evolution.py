@@ -145,18 +145,29 @@ def test_on_iceberg_a_narrowed_or_unpermitted_column_type_is_refused_naming_the_
         path = tmp_path / "orders.yaml"
         value = {"format": "json", "schema": schema, "schema_evolution": policy}
         output = output or {"format": "iceberg", "table": "lake.orders"}
-        path.write_text(yaml.safe_dump({"name": "orders", "topics": ["orders"], "value": value, "output": output}))
+        path.write_text(
+            yaml.safe_dump({"name": "orders", "topics": ["orders"], "value": value, "output": output})
+        )
         return load_pipeline(path)
 
-    assert widened_columns(iceberg("id BIGINT, amount DOUBLE", "add_columns"), table) == (("amount", "DOUBLE"),)
+    assert widened_columns(iceberg("id BIGINT, amount DOUBLE", "add_columns"), table) == (
+        ("amount", "DOUBLE"),
+    )
     assert widened_columns(iceberg("id BIGINT, amount FLOAT", "ignore"), table) == ()
     assert widened_columns(iceberg("id BIGINT, amount DOUBLE", "add_columns"), None) == ()  # no table yet
     with pytest.raises(SchemaEvolutionError) as narrowed:
         widened_columns(iceberg("id INT, amount FLOAT", "add_columns"), table)
-    assert "column id of the Iceberg table lake.orders is bigint and the schema declares INT" in str(narrowed.value)
+    assert "column id of the Iceberg table lake.orders is bigint and the schema declares INT" in str(
+        narrowed.value
+    )
     assert "declare `id bigint`" in str(narrowed.value) and "stays planned" in str(narrowed.value)
-    with pytest.raises(SchemaEvolutionError, match="set value.schema_evolution: add_columns to widen"):
+    with pytest.raises(SchemaEvolutionError, match=r"set value\.schema_evolution: add_columns to widen"):
         widened_columns(iceberg("id BIGINT, amount DOUBLE", "fail"), table)
     # Delta's tables: no type change is made or checked here.
     delta = iceberg("id INT, amount DOUBLE", "add_columns", output={"format": "delta"})
-    assert widened_columns(delta, StructType([StructField("id", LongType()), StructField("amount", FloatType())])) == ()
+    assert (
+        widened_columns(
+            delta, StructType([StructField("id", LongType()), StructField("amount", FloatType())])
+        )
+        == ()
+    )

@@ -38,5 +38,13 @@ def test_only_a_planned_batch_s_current_fence_or_a_just_abandoned_one_is_in_flig
 
 def test_stale_branches_names_only_eos_branches_whose_attempt_cannot_publish() -> None:
     batches = {5: batch(5, BatchStatus.PLANNED, 3), 6: batch(6, BatchStatus.COMMITTED, 1)}
-    refs = ["main", "eos_batch5_f3", "eos_batch5_f2", "eos_batch6_f1", "eos_batch7_f1", "audit", "eos_batchx_f1"]
+    refs = [
+        "main",
+        "eos_batch5_f3",
+        "eos_batch5_f2",
+        "eos_batch6_f1",
+        "eos_batch7_f1",
+        "audit",
+        "eos_batchx_f1",
+    ]
     assert stale_branches(refs, batches.get) == ["eos_batch5_f2", "eos_batch6_f1", "eos_batch7_f1"]
