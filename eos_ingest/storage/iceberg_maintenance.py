@@ -51,8 +51,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-
 from eos_ingest.control.schema import BatchStatus
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.control.vacuum_lock import ABANDONED_IN_FLIGHT
@@ -60,6 +58,7 @@ from eos_ingest.errors import BatchStateError, ConfigError, MaintenanceBusyError
 from eos_ingest.fault_points import pause_if_asked
 from eos_ingest.storage.iceberg_branch import BRANCH_PREFIX
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.lost_races import retry_lost_races
 from eos_ingest.storage.maintenance import (
     PAUSE_BEFORE_VACUUM_ENV,
     PAUSE_UNDER_VACUUM_LOCK_ENV,
@@ -173,32 +172,27 @@ def _rewrite(spark: SparkSession, table: Any, name: str) -> dict[str, Any]:
     commit then fails Iceberg's validation, or keeps losing the metadata commit): the rewrite
     changed nothing and starts over from main as it is. Past the tries MaintenanceBusyError."""
     actions = _actions(spark)
-    attempts = 0
 
     def once() -> Any:
-        nonlocal attempts
-        attempts += 1
         table.refresh()
         action = actions.rewriteDataFiles(table)
         for key, value in REWRITE_OPTIONS.items():
             action = action.option(key, value)
         return action.execute()
 
-    retrying = Retrying(
-        stop=stop_after_attempt(REWRITE_ATTEMPTS),
-        wait=wait_exponential_jitter(initial=1.0, max=16.0, jitter=1.0),
-        retry=retry_if_exception(_lost_to_a_commit),
-        reraise=True,
-    )
-    try:
-        result = retrying(once)
-    except Exception as exc:
-        if not _lost_to_a_commit(exc):
-            raise
-        raise MaintenanceBusyError(
-            f"compaction of {name} lost to concurrent commits {attempts} times; it changed nothing: "
+    def give_up(exc: BaseException, made: int) -> Exception:
+        return MaintenanceBusyError(
+            f"compaction of {name} lost to concurrent commits {made} times; it changed nothing: "
             "run maintain again"
-        ) from exc
+        )
+
+    result, attempts = retry_lost_races(
+        once,
+        lost=_lost_to_a_commit,
+        tries=REWRITE_ATTEMPTS,
+        what=f"rewrite_data_files of {name}",
+        give_up=give_up,
+    )
     return {
         "rewritten_files": int(result.rewrittenDataFilesCount()),
         "added_files": int(result.addedDataFilesCount()),
