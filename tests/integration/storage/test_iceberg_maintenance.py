@@ -81,17 +81,17 @@ def test_maintain_compacts_and_removes_a_failed_attempt_s_branch_and_a_crashed_a
 ) -> None:
     config, store, fmt = pipeline(tmp_path, "icemaint", "lake.events")
     table = config.output_tables[0]
-    for i in range(4):  # four small committed writes: four files
+    for i in range(2):  # two small committed writes: two files (rewrite_data_files needs 2)
         offsets = range(i * 5, i * 5 + 5)
         fmt.replace_ranges(
             spark, frame(spark, config.name, offsets, 100 + i, "kept"), table,
             [PlannedRange(config.name, 0, offsets.start, offsets.stop)], 100 + i, txn=Txn(f"app{i}", 1),
         )  # fmt: skip
     # A failed attempt: staged on its branch, never published.
-    failed = planned(store, config, 20, 25)
+    failed = planned(store, config, 10, 15)
     fence = store.take_fence(failed.batch_id)
-    ranges = [PlannedRange(config.name, 0, 20, 25)]
-    fmt.stage(spark, frame(spark, config.name, range(20, 25), failed.batch_id, "failed"), table, ranges,
+    ranges = [PlannedRange(config.name, 0, 10, 15)]
+    fmt.stage(spark, frame(spark, config.name, range(10, 15), failed.batch_id, "failed"), table, ranges,
               failed.batch_id, txn=Txn("failed", fence))  # fmt: skip
     assert store.fail_batch(failed.batch_id, fence, "crashed")
     stale = branch_name(failed.batch_id, Txn("failed", fence))
@@ -101,11 +101,11 @@ def test_maintain_compacts_and_removes_a_failed_attempt_s_branch_and_a_crashed_a
     shutil.copy(some, orphan)
     os.utime(orphan, (time.time() - 3600, time.time() - 3600))
     before_rows = main_rows(spark, fmt, table)
-    assert len(before_rows) == 20 and stale in refs(fmt, spark, table)
+    assert len(before_rows) == 10 and stale in refs(fmt, spark, table)
 
     assert cli_main(["maintain", "--config", str(config.source), "--dry-run"]) == 0
     dry = json.loads(capsys.readouterr().out)
-    assert dry["table"]["would_remove_branches"] == [stale] and dry["table"]["before"]["files"] == 4
+    assert dry["table"]["would_remove_branches"] == [stale] and dry["table"]["before"]["files"] == 2
     assert stale in refs(fmt, spark, table)  # the dry run changed nothing
 
     code = cli_main(["maintain", "--config", str(config.source), "--retention-hours", "0"])
@@ -114,8 +114,8 @@ def test_maintain_compacts_and_removes_a_failed_attempt_s_branch_and_a_crashed_a
     assert code == 0, err
     report = json.loads(out)["table"]
     print(f"iceberg maintain: {report}")
-    assert report["before"]["files"] == 4 and report["after"]["files"] == 1
-    assert report["rewrite"]["rewritten_files"] == 4 and report["rewrite"]["added_files"] == 1
+    assert report["before"]["files"] == 2 and report["after"]["files"] == 1
+    assert report["rewrite"]["rewritten_files"] == 2 and report["rewrite"]["added_files"] == 1
     assert main_rows(spark, fmt, table) == before_rows  # every row, once
     assert report["branches_removed"] == [stale] and refs(fmt, spark, table) == {"main"}
     assert report["orphan_files"] >= 1 and not orphan.exists()
