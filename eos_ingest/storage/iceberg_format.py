@@ -20,7 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from eos_ingest.config import partition_transforms
-from eos_ingest.errors import ConfigError, PartialWriteError
+from eos_ingest.errors import PartialWriteError
 from eos_ingest.storage.iceberg_branch import (
     PublishConflictError,
     StagedBranch,
@@ -30,12 +30,14 @@ from eos_ingest.storage.iceberg_branch import (
     remove_stale_branches,
 )
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.iceberg_schema import evolve_table, fill_missing, spark_schema
 from eos_ingest.storage.lost_races import DEFAULT_BACKOFF_S, commit_checked
 from eos_ingest.storage.table_format import ReplaceResult, StagedWrite, Txn
 from eos_ingest.storage.writer import ranges_predicate
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from eos_ingest.plan.ranges import PlannedRange
 
@@ -65,12 +67,9 @@ class IcebergFormat:
     ) -> StagedWrite:
         """Stage the replace of `ranges` by `rows` on a new branch of the table `path` (created,
         partitioned by `partition_by`, if absent): skipped when main already holds this app id's
-        write of this fence or a newer one."""
-        if merge_schema:
-            raise ConfigError(
-                f"batch {batch_id}: value.schema_evolution add_columns is not supported on Iceberg "
-                "tables yet; use schema_evolution: fail or ignore with output.format iceberg"
-            )
+        write of this fence or a newer one. merge_schema: the table's schema first takes the
+        columns `rows` add and the types they widen (storage/iceberg_schema.py: a table-level
+        change, which main's readers see before the publish)."""
         identifier = self.catalog.identifier(path)
         table = self._table(spark, rows, path, partition_by)
         jvm = spark._jvm
@@ -81,6 +80,11 @@ class IcebergFormat:
             stale = remove_stale_branches(table, batch_id, txn.fence)
             if stale:
                 log.info("batch %s: removed the unpublished branches %s of %s", batch_id, stale, identifier)
+        if merge_schema:
+            # After the skip check: a skipped zombie changes nothing. Before the cut: the write to
+            # the branch resolves its columns against the table's current schema.
+            evolve_table(spark, table, rows)
+        rows = fill_missing(rows, spark_schema(spark, table))
         branch = branch_name(batch_id, txn)
         table.refresh()
         if table.refs().containsKey(branch):  # this attempt's own, from a try whose removal failed
@@ -107,6 +111,13 @@ class IcebergFormat:
             staged.abort()
             raise
         return staged
+
+    def table_schema(self, spark: SparkSession, path: str) -> StructType | None:
+        """The table's current schema as Spark reads it; None when the table does not exist yet."""
+        self.catalog.ensure(spark)
+        if not spark.catalog.tableExists(self.catalog.identifier(path)):
+            return None
+        return spark_schema(spark, self.catalog.java_table(spark, path))
 
     def _table(self, spark: SparkSession, rows: DataFrame, path: str, partition_by: Sequence[str]) -> Any:
         """The table `path`, created from the rows' schema if absent (a first snapshot, empty, on

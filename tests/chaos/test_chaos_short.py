@@ -39,7 +39,7 @@ SHORT = ChaosConfig(
 )
 
 
-# maintain on an Iceberg table is not built in yet (it refuses the pipeline), so the Iceberg run
+# The short run does not exercise maintain on an Iceberg table yet (tested on its own), so the Iceberg run
 # has no maintain and none of the kill reserved for it.
 NO_MAINTAIN = {"maintains": 0, "maintain_kill_probability": None}
 
