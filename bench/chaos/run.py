@@ -405,8 +405,10 @@ class ChaosRun:
     def zombie(self) -> bool:
         """Plan a batch and submit it twice at once: one attempt must commit, the other be
         fenced (exit 3) or find it committed already. True when it was tried."""
+        from eos_ingest.config.pipeline import load_pipeline
+        from eos_ingest.control.store import ControlStore
+        from eos_ingest.service.operations import job_argv
         from eos_ingest.spark.session import spark_submit_env
-        from eos_ingest.spark.submit import spark_submit_argv
 
         plan = self.procs.start("plan", self.cli("plan"), "plan")
         if self.finish(plan, 120) != 0:
@@ -415,7 +417,13 @@ class ChaosRun:
         if not batch:
             return False
         batch_id = int(batch["batch_id"])
-        argv = spark_submit_argv(self.pipeline_file, batch_id, master=self.cfg.master, driver_memory="1g")
+        # The service's own command (job_argv), so the pair gets the jars its table format needs.
+        config = load_pipeline(self.pipeline_file)
+        store = ControlStore(config.control_db_url)
+        try:
+            argv = job_argv(config, store.get_batch(batch_id), self.cfg.master, driver_memory="1g")
+        finally:
+            store.close()
         env = spark_submit_env(self.env)
         self.zombie_running.set()
         try:
