@@ -43,9 +43,7 @@ with its log retention); a planned batch's markers are all inside the retention.
 from __future__ import annotations
 
 import logging
-import os
 import re
-import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -54,17 +52,11 @@ from typing import TYPE_CHECKING, Any
 from eos_ingest.control.schema import BatchStatus
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.control.vacuum_lock import ABANDONED_IN_FLIGHT
-from eos_ingest.errors import BatchStateError, ConfigError, MaintenanceBusyError
-from eos_ingest.fault_points import pause_if_asked
+from eos_ingest.errors import BatchStateError, MaintenanceBusyError
 from eos_ingest.storage.iceberg_branch import BRANCH_PREFIX
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
 from eos_ingest.storage.lost_races import retry_lost_races
-from eos_ingest.storage.maintenance import (
-    PAUSE_BEFORE_VACUUM_ENV,
-    PAUSE_UNDER_VACUUM_LOCK_ENV,
-    VACUUM_LOCK_LEASE,
-    vacuum_retention_hours,
-)
+from eos_ingest.storage.maintenance import under_vacuum_lock
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -137,30 +129,13 @@ def maintain_iceberg_tables(
             continue
         loaded[name] = catalog.java_table(spark, table)
         reports[name] = {"before": figures(loaded[name]), "rewrite": _rewrite(spark, loaded[name], table)}
-    pause_if_asked(PAUSE_BEFORE_VACUUM_ENV)
-    holder = f"{socket.gethostname()} pid {os.getpid()}"
-    in_flight = store.begin_vacuum(pipeline, holder, VACUUM_LOCK_LEASE)
-    try:
-        try:
-            hours = vacuum_retention_hours(in_flight, requested_hours)
-        except ConfigError as exc:
-            raise MaintenanceBusyError(
-                f"pipeline {pipeline}: compaction done, snapshots and orphan files left: a batch was "
-                f"planned since maintain started and needs them ({exc}); run maintain again once it "
-                "is committed"
-            ) from exc
-        pause_if_asked(PAUSE_UNDER_VACUUM_LOCK_ENV)
+    with under_vacuum_lock(
+        store, pipeline, requested_hours, done="compaction done", left="snapshots and orphan files left"
+    ) as held:
         for name, table in loaded.items():
-            if not in_flight and not store.renew_vacuum(pipeline, holder, VACUUM_LOCK_LEASE):
-                raise MaintenanceBusyError(
-                    f"pipeline {pipeline}: compaction done, {table} not cleaned: this maintain's VACUUM "
-                    "lock ran out (its lease) before it, so a batch may have staged since; run maintain again"
-                )
-            reports[name].update(_clean(spark, store, loaded[name], hours))
+            held.renew(f"{table} not cleaned")
+            reports[name].update(_clean(spark, store, loaded[name], held.hours))
             reports[name]["after"] = figures(loaded[name])
-    finally:
-        if not in_flight:
-            store.end_vacuum(pipeline, holder)
     for name, report in reports.items():
         if report is not None:
             log.info("maintained %s: %s", tables[name], report)

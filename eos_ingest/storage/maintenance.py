@@ -23,7 +23,8 @@ import logging
 import math
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -210,6 +211,50 @@ def maintain_tables(
             continue
         before = _figures(delta)
         reports[name] = {"before": asdict(before), "optimize": _optimize(spark, location)}
+    with under_vacuum_lock(
+        store, pipeline, requested_hours, done="OPTIMIZE done", left="VACUUM skipped"
+    ) as held:
+        for name, location in locations.items():
+            if reports[name] is not None:
+                held.renew(f"VACUUM of {location} skipped")
+                reports[name].update(_vacuum(spark, location, held.hours))
+    for name, location in locations.items():
+        if reports[name] is not None:
+            log.info("maintained %s: %s", location, reports[name])
+    return reports
+
+
+@dataclass(frozen=True)
+class HeldVacuumLock:
+    """What under_vacuum_lock yields: the retention its deletes may use, and renew(), called before
+    each table's deletes."""
+
+    store: ControlStore
+    pipeline: str
+    holder: str
+    in_flight: bool  # a batch was in flight: no lock taken, the retention spares it instead
+    hours: float
+    done: str
+
+    def renew(self, skipped: str) -> None:
+        """Renew the lease; MaintenanceBusyError naming `skipped` when it ran out (a batch may have
+        staged files since)."""
+        if not self.in_flight and not self.store.renew_vacuum(self.pipeline, self.holder, VACUUM_LOCK_LEASE):
+            raise MaintenanceBusyError(
+                f"pipeline {self.pipeline}: {self.done}, {skipped}: this maintain's VACUUM lock ran out "
+                "(its lease) before it, so a batch may have staged files since; run maintain again"
+            )
+
+
+@contextmanager
+def under_vacuum_lock(
+    store: ControlStore, pipeline: str, requested_hours: float | None, *, done: str, left: str
+) -> Iterator[HeldVacuumLock]:
+    """The deletes of maintain (Delta's VACUUM, Iceberg's expire_snapshots and remove_orphan_files),
+    for both formats: take the pipeline's VACUUM lock unless a batch is in flight, pick the
+    retention (vacuum_retention_hours), release the lock at the end. A retention the in-flight batch
+    needs more than asked: MaintenanceBusyError, "<done>, <left>: ...", retriable. Why the check is
+    made here, not when maintain starts: a batch may be planned and staged while compaction runs."""
     pause_if_asked(PAUSE_BEFORE_VACUUM_ENV)
     holder = f"{socket.gethostname()} pid {os.getpid()}"
     in_flight = store.begin_vacuum(pipeline, holder, VACUUM_LOCK_LEASE)
@@ -218,28 +263,14 @@ def maintain_tables(
             hours = vacuum_retention_hours(in_flight, requested_hours)
         except ConfigError as exc:
             raise MaintenanceBusyError(
-                f"pipeline {pipeline}: OPTIMIZE done, VACUUM skipped: a batch was planned since maintain "
-                f"started and may still commit files a VACUUM would delete ({exc}); run maintain again "
-                "once it is committed"
+                f"pipeline {pipeline}: {done}, {left}: a batch was planned since maintain started and "
+                f"may still need the files they would delete ({exc}); run maintain again once it is committed"
             ) from exc
         pause_if_asked(PAUSE_UNDER_VACUUM_LOCK_ENV)
-        for name, location in locations.items():
-            if reports[name] is None:
-                continue
-            if not in_flight and not store.renew_vacuum(pipeline, holder, VACUUM_LOCK_LEASE):
-                raise MaintenanceBusyError(
-                    f"pipeline {pipeline}: OPTIMIZE done, VACUUM of {location} skipped: this maintain's "
-                    "VACUUM lock ran out (its lease) before it, so a batch may have staged files since; "
-                    "run maintain again"
-                )
-            reports[name].update(_vacuum(spark, location, hours))
+        yield HeldVacuumLock(store, pipeline, holder, bool(in_flight), hours, done)
     finally:
         if not in_flight:
             store.end_vacuum(pipeline, holder)
-    for name, location in locations.items():
-        if reports[name] is not None:
-            log.info("maintained %s: %s", location, reports[name])
-    return reports
 
 
 def _optimize(spark: SparkSession, location: TableLocation) -> dict[str, Any]:
