@@ -37,7 +37,8 @@ docs: setup
 # The whole suite: unit, integration (real broker, Spark, Delta, SQLite, PostgreSQL) and e2e.
 # Prints the 25 slowest tests; every test's time goes to $(EOS_STATE_DIR)/test-times.xml (JUnit XML),
 # what a profile of the suite starts from. EOS_LONG_TESTS=1 runs the long variants of tests that
-# keep a short one here (test_maintenance: 50 batches instead of 6).
+# keep a short one here (test_maintenance: 50 batches instead of 6; test_s3a_commits: 8 concurrent
+# commit rounds instead of 2; test_s3a_operations: two overlapping backfills beside the ingest, not one).
 # EOS_TEST_WORKERS pytest-xdist workers (default 2, one per core; 0 runs in this process), a test
 # file per worker at a time (--dist loadfile), the longest first, the e2e files of the shared
 # Airflow stack as one (tests/scheduling.py): each worker is a test session of its own, with one
@@ -102,15 +103,17 @@ bench: stack-up
 # Chaos run on the real stack (own broker, own PostgreSQL): kills, broker and DB restarts, zombies,
 # backfills; then verify + an independent check. Result in bench/results/chaos-<stamp>.json. The
 # defaults are the full target (hours on 2 cores); tests/chaos/ runs a short variant in `make test`.
+# CHAOS_FORMAT=iceberg runs it on an Iceberg table (the JDBC catalog in the run's PostgreSQL).
 CHAOS_RECORDS ?= 1000000
 CHAOS_KILLS ?= 100
 CHAOS_BROKER_RESTARTS ?= 5
 CHAOS_SECONDS ?= 3600
 CHAOS_MAX_MINUTES ?= 300
+CHAOS_FORMAT ?= delta
 chaos: setup
 	$(PY) -m bench.chaos --records $(CHAOS_RECORDS) --kills $(CHAOS_KILLS) \
 	  --broker-restarts $(CHAOS_BROKER_RESTARTS) --chaos-seconds $(CHAOS_SECONDS) \
-	  --max-minutes $(CHAOS_MAX_MINUTES) $(CHAOS_ARGS)
+	  --max-minutes $(CHAOS_MAX_MINUTES) --format $(CHAOS_FORMAT) $(CHAOS_ARGS)
 
 # The main job, end to end on local defaults: setup, Kafka, `airflow standalone`, a demo stream,
 # the ingest DAG through the REST API, verify; then a summary in $(EOS_STATE_DIR)/demo/summary.json.

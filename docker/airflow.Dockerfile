@@ -75,18 +75,21 @@ RUN set -eux; \
     mkdir -p .venv/bin; \
     printf '#!/bin/sh\nexec /opt/eos/venv/bin/python "$@"\n' > .venv/bin/python; \
     chmod 755 .venv/bin/python; \
-    EOS_STATE_DIR=/opt/eos/build/state EOS_FETCH_JARS=spark bash scripts/fetch-jars.sh; \
-    test -n "$(ls state/jars/spark)"
+    EOS_STATE_DIR=/opt/eos/build/state EOS_FETCH_JARS="spark iceberg" bash scripts/fetch-jars.sh; \
+    test -n "$(ls state/jars/spark)"; \
+    test -n "$(ls state/jars/iceberg)"
 
 
 # ---- the image docker-compose.yaml runs ----
 FROM base
 
-# Only the Spark connector jars: the broker runs in its own container (docker/kafka.Dockerfile). The
-# airflow-init service of docker-compose.yaml copies them into the state volume, at
-# $EOS_STATE_DIR/jars/spark, where eos_ingest.paths.spark_jars_dir() looks, so a rebuilt image also
-# refreshes an existing volume.
+# Only the Spark connector jars (spark-sql-kafka and Delta; Iceberg's Spark runtime and its JDBC
+# catalog's drivers, 63 MB, for output.format: iceberg): the broker runs in its own container
+# (docker/kafka.Dockerfile). The airflow-init service of docker-compose.yaml copies them into the
+# state volume, at $EOS_STATE_DIR/jars/{spark,iceberg}, where eos_ingest.paths looks, so a rebuilt
+# image also refreshes an existing volume.
 COPY --from=jars --chown=airflow:0 /opt/eos/build/state/jars/spark /opt/eos/jars/spark
+COPY --from=jars --chown=airflow:0 /opt/eos/build/state/jars/iceberg /opt/eos/jars/iceberg
 COPY docker/eos-ingest /usr/local/bin/eos-ingest
 COPY --chown=airflow:0 pyproject.toml README.md /tmp/eos/package/
 COPY --chown=airflow:0 eos_ingest/ /tmp/eos/package/eos_ingest/

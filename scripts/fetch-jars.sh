@@ -9,8 +9,10 @@
 #                      PostgreSQL): added to the Spark jars only for a pipeline whose output.format
 #                      is iceberg (spark/session.py)
 #   $STATE/jars/s3proxy  the S3 API server of the test stack (stack/s3.sh)
+#   $STATE/jars/iceberg-rest  the Iceberg REST catalog of the test stack (stack/iceberg-rest.sh), built
+#                      from jvm/iceberg-rest with its dependencies (never on Spark's classpath)
 # A stamp holding the hash of the POMs and the module's sources makes a second run a no-op.
-# EOS_FETCH_JARS (default "kafka spark s3a iceberg s3proxy") fetches only the folders named; the Airflow image
+# EOS_FETCH_JARS (default "kafka spark s3a iceberg s3proxy iceberg-rest") fetches only the folders named; the Airflow image
 # (docker/airflow.Dockerfile) takes "spark" only. A partial run writes no stamp.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -27,7 +29,7 @@ mvn_home="$(mvn -v | sed -n 's/^Maven home: //p')"
 EOS_MAVEN_CENTRAL_URL="$(unzip -p "$mvn_home"/lib/maven-model-builder-*.jar org/apache/maven/model/pom-4.0.0.xml \
   | grep -o '<url>[^<]*' | head -1 | cut -c6-)"
 export EOS_MAVEN_CENTRAL_URL
-parts=" ${EOS_FETCH_JARS:-kafka spark s3a iceberg s3proxy} "
+parts=" ${EOS_FETCH_JARS:-kafka spark s3a iceberg s3proxy iceberg-rest} "
 for part in kafka-broker:kafka spark-connectors:spark s3a:s3a iceberg:iceberg s3proxy:s3proxy; do
   pom="${part%%:*}"; out="$STATE/jars/${part##*:}"
   [[ "$parts" == *" ${part##*:} "* ]] || continue
@@ -44,6 +46,15 @@ mvn -B -q -s "$ROOT/jvm/settings.xml" -Dmaven.repo.local="$STATE/m2" -f "$logsto
   -DincludeScope=runtime -DoutputDirectory="$STATE/jars/s3a"
 cp "$STATE/build/delta-jdbc-logstore/eos-delta-jdbc-logstore.jar" "$STATE/jars/s3a/"
 fi
+# The test stack's REST catalog: its launcher built, then its jar beside its dependencies (after
+# s3a's fetch: its Hadoop jars are hadoop-aws's, already in the Maven repository).
+if [[ "$parts" == *" iceberg-rest "* ]]; then
+rm -rf "$STATE/jars/iceberg-rest"
+mvn -B -q -s "$ROOT/jvm/settings.xml" -Dmaven.repo.local="$STATE/m2" -f "$ROOT/jvm/iceberg-rest/pom.xml" \
+  -Deos.build.dir="$STATE/build/iceberg-rest" package dependency:copy-dependencies \
+  -DincludeScope=runtime -DoutputDirectory="$STATE/jars/iceberg-rest"
+cp "$STATE/build/iceberg-rest/eos-iceberg-rest.jar" "$STATE/jars/iceberg-rest/"
+fi
 # Spark's own jars win: drop every connector dependency that pip's pyspark already ships (in any
 # version), so the classpath holds one Jackson, one Hadoop, one Scala library.
 pyspark_jars="$("$ROOT/.venv/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
@@ -54,9 +65,9 @@ for jar in "$STATE"/jars/spark/*.jar "$STATE"/jars/s3a/*.jar "$STATE"/jars/icebe
     rm "$jar"
   fi
 done
-if [[ "$parts" != " kafka spark s3a iceberg s3proxy " ]]; then
+if [[ "$parts" != " kafka spark s3a iceberg s3proxy iceberg-rest " ]]; then
   echo "fetch-jars: $(ls "$STATE/jars/spark" 2>/dev/null | wc -l) Spark connector jars (EOS_FETCH_JARS=${EOS_FETCH_JARS})"
   exit 0
 fi
 echo "$want" > "$STAMP"
-echo "fetch-jars: $(ls "$STATE/jars/kafka" | wc -l) broker jars, $(ls "$STATE/jars/spark" | wc -l) Spark connector jars, $(ls "$STATE/jars/s3a" | wc -l) s3a jars, $(ls "$STATE/jars/iceberg" | wc -l) Iceberg jars, s3proxy in $STATE/jars"
+echo "fetch-jars: $(ls "$STATE/jars/kafka" | wc -l) broker jars, $(ls "$STATE/jars/spark" | wc -l) Spark connector jars, $(ls "$STATE/jars/s3a" | wc -l) s3a jars, $(ls "$STATE/jars/iceberg" | wc -l) Iceberg jars, s3proxy and the REST catalog ($(ls "$STATE/jars/iceberg-rest" | wc -l) jars) in $STATE/jars"

@@ -61,7 +61,9 @@ case "${1:-}" in
   down) daemon_stop ;;
   status) daemon_status "$ENDPOINT" ;;
   env)
-    printf 'AWS_ENDPOINT_URL=%s\nAWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\nAWS_REGION=us-east-1\n' \
+    # The last: s3proxy refuses (501) the x-amz-checksum-mode header newer AWS SDKs send on GetObject
+    # (pyarrow's, which pyiceberg reads with); "when_required" leaves it out.
+    printf 'AWS_ENDPOINT_URL=%s\nAWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\nAWS_REGION=us-east-1\nAWS_RESPONSE_CHECKSUM_VALIDATION=when_required\n' \
       "$ENDPOINT" "$ACCESS_KEY" "$SECRET_KEY"
     ;;
   *) echo "usage: s3.sh up|down|status|env" >&2; exit 2 ;;

@@ -14,6 +14,7 @@ pytest_plugins = [
     "tests.fixtures.browser",
     "tests.fixtures.s3",
     "tests.fixtures.registry",
+    "tests.fixtures.iceberg_rest",
 ]
 
 

@@ -5,10 +5,13 @@
   offset) that must be in the output exactly once.
 - Delta side: the table's _delta_log JSON commits are replayed (add/remove) and the live Parquet
   files are read with pyarrow: how many times each identity is in the table + quarantine table.
+- Iceberg side: pyiceberg's scan of each table's `main` through the JDBC catalog's rows in the
+  control DB (Iceberg's own reader, not the pipeline's code).
 - compare(): duplicates, missing and unexpected identities.
 
 plant_duplicate / plant_missing break a table on purpose (a commit that adds a copy of a data
-file, or removes one), so a run can prove that the check catches it.
+file, or removes one; on Iceberg an append of rows already there, or a delete of some), so a run
+can prove that the check catches it.
 """
 
 from __future__ import annotations
@@ -201,3 +204,52 @@ def plant_missing(table: Path) -> int:
     remove = {"path": add["path"], "deletionTimestamp": now, "dataChange": True}
     _write_commit(table, [{"remove": remove}])
     return int(pq.read_metadata(table / relative).num_rows)
+
+
+# -- Iceberg --------------------------------------------------------------------------------------
+
+
+def _iceberg_table(catalog_uri: str, catalog_name: str, table: str) -> Any:
+    """pyiceberg's table `table` of the JDBC catalog `catalog_name` in the database `catalog_uri`,
+    or None when the catalog has no such table."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+    catalog = SqlCatalog(catalog_name, uri=catalog_uri)
+    try:
+        return catalog.load_table(table)
+    except (NoSuchTableError, NoSuchNamespaceError):
+        return None
+
+
+def iceberg_identities(catalog_uri: str, catalog_name: str, tables: Iterable[str]) -> Counter[Identity]:
+    """How many times each identity is in the Iceberg tables' main (missing tables count as empty)."""
+    counts: Counter[Identity] = Counter()
+    for name in tables:
+        table = _iceberg_table(catalog_uri, catalog_name, name)
+        if table is None or table.current_snapshot() is None:
+            continue
+        data = table.scan(selected_fields=tuple(IDENTITY_COLUMNS)).to_arrow().to_pydict()
+        counts.update(zip(data["kafka_topic"], data["kafka_partition"], data["kafka_offset"], strict=True))
+    return counts
+
+
+def plant_iceberg(catalog_uri: str, catalog_name: str, table: str, kind: str, rows: int = 10) -> int:
+    """`kind` duplicate: append a copy of `rows` rows of main; missing: delete one partition's
+    first `rows` offsets. Returns the rows planted."""
+    from pyiceberg.expressions import And, EqualTo, LessThan
+
+    iceberg = _iceberg_table(catalog_uri, catalog_name, table)
+    if iceberg is None:
+        raise ValueError(f"check: no Iceberg table {table} in catalog {catalog_name} to plant into")
+    if kind == "duplicate":
+        copy = iceberg.scan(limit=rows).to_arrow()
+        iceberg.append(copy)
+        return copy.num_rows
+    first = (
+        iceberg.scan(selected_fields=("kafka_partition", "kafka_offset"), limit=1).to_arrow().to_pylist()[0]
+    )
+    where = And(EqualTo("kafka_partition", first["kafka_partition"]), LessThan("kafka_offset", rows))
+    before = iceberg.scan(row_filter=where).to_arrow().num_rows
+    iceberg.delete(where)
+    return before

@@ -44,6 +44,9 @@ PAUSE_ENV = "EOS_FAULT_PAUSE_BEFORE_COMMIT"
 # a kill there leaves the lock behind, unless a batch was in flight and maintain took none.
 MAINTAIN_PAUSE_ENV = "EOS_FAULT_PAUSE_UNDER_VACUUM_LOCK"
 PIPELINE = "chaos"
+# An Iceberg run's table (and <table>_quarantine), in the JDBC catalog eos-ingest names eos_<pipeline>.
+ICEBERG_TABLE = "chaos.events"
+ICEBERG_CATALOG = f"eos_{PIPELINE}"
 # How the result names the phases the jobs log ("start": the process started, no phase logged yet).
 PHASE_NAMES = {
     "submit": "job start",  # spark-submit launched: JVM start, fence, Spark session
@@ -79,6 +82,7 @@ class ChaosConfig:
     master: str = "local[1]"
     seed: int = 0
     plant: str = "none"  # none | duplicate | missing
+    table_format: str = "delta"  # the pipeline's output.format: delta | iceberg
     home: Path | None = None
     results_dir: Path = REPO / "bench" / "results"
     keep_home: bool = False
@@ -268,6 +272,10 @@ class ChaosRun:
         admin.create_topics([NewTopic(self.topic, self.cfg.partitions, 1)])[self.topic].result(60)
         self.pipeline_file = self.home / "chaos.yaml"
         self.output = self.home / "tables" / "chaos"
+        self.db_url = db_url
+        output: dict[str, Any] = {"path": str(self.output), "partition_by": ["event_date"]}
+        if self.cfg.table_format == "iceberg":  # its catalog: the JDBC catalog in the control DB
+            output.update(format="iceberg", table=ICEBERG_TABLE)
         self.pipeline_file.write_text(
             yaml.safe_dump(
                 {
@@ -277,7 +285,7 @@ class ChaosRun:
                     "start_from": "earliest",
                     "max_records_per_partition": self.cfg.batch_records,
                     "value": {"format": "json", "schema": SCHEMA},
-                    "output": {"path": str(self.output), "partition_by": ["event_date"]},
+                    "output": output,
                     "control_db_url": db_url,
                     "schedule": None,
                 }
@@ -876,7 +884,10 @@ class ChaosRun:
 
     def end_check(self) -> dict[str, Any]:
         planted = 0
-        if self.cfg.plant == "duplicate":
+        iceberg = self.cfg.table_format == "iceberg"
+        if self.cfg.plant != "none" and iceberg:
+            planted = check.plant_iceberg(self.db_url, ICEBERG_CATALOG, ICEBERG_TABLE, self.cfg.plant)
+        elif self.cfg.plant == "duplicate":
             planted = check.plant_duplicate(self.output)
         elif self.cfg.plant == "missing":
             planted = check.plant_missing(self.output)
@@ -888,7 +899,11 @@ class ChaosRun:
             verify = {"error": verify_job.tail(2000)}
         verify["exit"] = code
         expected = check.committed_identities(self.procs.bootstrap, self.topic)
-        found = check.table_identities([self.output, Path(f"{self.output}_quarantine")])
+        if iceberg:
+            tables = [ICEBERG_TABLE, f"{ICEBERG_TABLE}_quarantine"]
+            found = check.iceberg_identities(self.db_url, ICEBERG_CATALOG, tables)
+        else:
+            found = check.table_identities([self.output, Path(f"{self.output}_quarantine")])
         own = check.compare(expected, found)
         per_partition = Counter(p for _, p, _ in expected)
         own["per_partition"] = {str(p): n for p, n in sorted(per_partition.items())}
@@ -1062,6 +1077,13 @@ def parse_args(argv: list[str] | None = None) -> ChaosConfig:
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--plant", choices=("none", "duplicate", "missing"), default=d.plant,
                    help="break the table before the end check, to prove it catches it")  # fmt: skip
+    p.add_argument(
+        "--format",
+        choices=("delta", "iceberg"),
+        default=d.table_format,
+        dest="table_format",
+        help="the pipeline's output.format (iceberg: the JDBC catalog in the run's PostgreSQL)",
+    )
     p.add_argument("--home", type=Path, help="run folder (default .state/chaos-<stamp>-<pid>)")
     p.add_argument("--results-dir", type=Path, default=d.results_dir)
     p.add_argument("--keep-home", action="store_true", help="keep the run folder after a clean run")

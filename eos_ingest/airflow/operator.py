@@ -78,6 +78,7 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
         from airflow.sdk.log import mask_secret
 
         from eos_ingest.connections import aws as aws_conn
+        from eos_ingest.connections import iceberg_rest as iceberg_rest_conn
         from eos_ingest.connections import kafka as airflow_conn
         from eos_ingest.connections import registry as registry_conn
         from eos_ingest.service.operations import job_records, open_store
@@ -122,6 +123,15 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
                 f"{master}; give the driver its AIRFLOW_CONN_<ID> variable in the cluster instead"
             )
         env.update(registry_env)  # the job reads it as Airflow would (registry_conn.with_connection)
+        with library_errors():
+            rest_env = iceberg_rest_conn.env_from_airflow(config)
+        if rest_env and master.startswith(("yarn", "k8s")):
+            raise AirflowFailException(
+                f"the Iceberg REST catalog's connection {config.output.catalog.conn_id!r} would reach "
+                f"spark-submit's command line on master {master}; give the driver its "
+                "AIRFLOW_CONN_<ID> variable in the cluster instead"
+            )
+        env.update(rest_env)  # the job's catalog reads it (storage/iceberg_rest_auth.py)
         with library_errors():
             aws_vars = aws_conn.connection_from_airflow(config.aws_conn_id)
         if aws_vars and config.aws_conn_id:

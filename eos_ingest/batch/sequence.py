@@ -131,12 +131,14 @@ def execute_batch(
         spark, config.kafka_settings, batch.ranges, headers=config.metadata.headers != "none"
     )
     # The batch's reader schema under value.schema_evolution (raises before any write under fail).
-    evolution = schema_evolution.evolve(spark, kafka_rows, config)
+    table_format = output_format(config)
+    table_path, quarantine_path = config.output_tables  # Delta's paths, or Iceberg's table names
+    evolution = schema_evolution.evolve(
+        spark, kafka_rows, config, lambda: table_format.table_schema(spark, table_path)
+    )
     batch_config = evolution.config
     parsed = parser.parse(kafka_rows, batch_config, batch_id, evolution.avro)
     table_txn = _txn(config, batch, fence, "table")
-    table_format = output_format(config)
-    table_path, quarantine_path = config.output_tables  # Delta's paths, or Iceberg's table names
     rows = parser.output_rows(parsed, batch_config)  # the table's rows (a skipped write's gate reads them)
     observation: list[Any] = []  # the counts observed by the try's staged write
     splits: list[parser.Split] = []  # the counts of each try that reached its gate

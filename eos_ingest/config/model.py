@@ -22,7 +22,7 @@ from eos_ingest.config import expectation_types as gx_types
 from eos_ingest.config.checks import DERIVED, ConnId, Schedule, Section, choice, problem
 from eos_ingest.config.kafka import START_FROM, KafkaSettings, MaxRecords, Topics
 from eos_ingest.config.optional_dags import AlertsConfig, MaintenanceConfig
-from eos_ingest.config.output import OutputConfig
+from eos_ingest.config.output import CatalogConfig, OutputConfig
 from eos_ingest.config.pipeline_name import BACKFILL_PREFIX, MAX_NAME, NAME
 from eos_ingest.config.table_location import TableLocation, is_object_store
 from eos_ingest.config.value import KeySection, MetadataConfig, RegistrySection, ValueConfig
@@ -200,7 +200,7 @@ class PipelineConfig(Section):
     @property
     def iceberg_catalog_uri(self) -> str:
         """The SQLAlchemy URL of the database holding the Iceberg JDBC catalog: output.catalog.uri,
-        by default the control DB."""
+        by default the control DB (a REST catalog's: its http(s) URL, output.catalog.uri)."""
         return self.output.catalog.uri or self.control_db_url
 
     @property
@@ -232,6 +232,7 @@ class PipelineConfig(Section):
             (): cls,
             ("value",): ValueConfig,
             ("output",): OutputConfig,
+            ("output", "catalog"): CatalogConfig,
             ("value", "schema_registry"): RegistrySection,
             ("key",): KeySection,
             ("metadata",): MetadataConfig,

@@ -1,7 +1,7 @@
 """The `output:` section: the table format (Delta, the default, or Iceberg), where batches land (a
-local folder or an s3a:// URI for the table and its quarantine table; for Iceberg, the warehouse of
-its catalog and the table's namespace.name) and the partition columns, checked against the value's
-columns."""
+local folder or an s3a:// URI for the table and its quarantine table; for Iceberg, the table's
+namespace.name in its catalog, a JDBC catalog whose warehouse is output.path or a REST catalog
+that places tables itself) and the partition columns, checked against the value's columns."""
 
 from __future__ import annotations
 
@@ -9,18 +9,23 @@ import re
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, model_validator
 
 from eos_ingest import paths
 from eos_ingest.config import partition_transforms
-from eos_ingest.config.checks import Section, choice, problem
+from eos_ingest.config.checks import ConnId, Section, choice, problem
 from eos_ingest.config.table_location import TableLocation, TableUriError, object_store_uri
 from eos_ingest.schema.ddl import base_type, hint
 
 _UNPARTITIONABLE = ("ARRAY", "MAP", "STRUCT", "BINARY", "VARIANT")  # Spark refuses them as partitions
 _BUILTIN_PARTITIONS = ("event_date", "kafka_topic", "kafka_partition")
 FORMATS = ("delta", "iceberg")
-CATALOG_TYPES = ("jdbc",)
+CATALOG_TYPES = ("jdbc", "rest")
+_JDBC_URI_FIX = (
+    "use sqlite:///<file> or postgresql+psycopg://user@host/db, or leave it out for the pipeline's "
+    "control DB (control_db_url)"
+)
+_REST_URI_FIX = "give the REST catalog's base URL, http(s)://host[:port][/path] (the path before /v1/)"
 # An Iceberg table as the file names it: namespace.table, each a SQL identifier Spark, pyiceberg and
 # the JDBC catalog's tables all take as it is (no quoting), lower case as Spark's catalog keeps it.
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,99}")
@@ -60,14 +65,13 @@ def _iceberg_table(value: Any) -> str | None:
 
 
 def _catalog_uri(value: Any) -> str | None:
-    if value is not None and not (
-        isinstance(value, str) and re.match(r"(sqlite|postgresql)(\+\w+)?://", value)
-    ):
-        raise problem(
-            "use sqlite:///<file> or postgresql+psycopg://user@host/db, or leave it out for the "
-            "pipeline's control DB (control_db_url)"
-        )
-    if value is not None and value.startswith("sqlite:///") and not value.startswith("sqlite:////"):
+    """A JDBC catalog's SQLAlchemy URL or a REST catalog's http(s) URL (CatalogConfig checks which
+    its type takes)."""
+    if value is None or (isinstance(value, str) and re.match(r"https?://[^/\s]+", value)):
+        return value.rstrip("/") if value is not None else None
+    if not (isinstance(value, str) and re.match(r"(sqlite|postgresql)(\+\w+)?://", value)):
+        raise problem(f"{_JDBC_URI_FIX}; for type rest, {_REST_URI_FIX}")
+    if value.startswith("sqlite:///") and not value.startswith("sqlite:////"):
         return f"sqlite:///{paths.state_dir() / value.removeprefix('sqlite:///')}"  # as control_db_url
     return value
 
@@ -78,12 +82,38 @@ _TableName = Annotated[str | None, BeforeValidator(_iceberg_table)]
 
 
 class CatalogConfig(Section):
-    """`output.catalog:` -- the Iceberg catalog of an `output.format: iceberg` table. `jdbc` (the
-    only type so far) keeps it in a database: by default the pipeline's control DB (`uri: null`), so
-    nothing new runs; its warehouse is `output.path`."""
+    """`output.catalog:` -- the Iceberg catalog of an `output.format: iceberg` table. `jdbc` keeps
+    it in a database: by default the pipeline's control DB (`uri: null`), so nothing new runs; its
+    warehouse is `output.path`. `rest` is a REST catalog server at `uri` (Polaris, Nessie, Gravitino,
+    Unity, a cloud's): it places the tables in its own warehouse (`warehouse` names one where the
+    server serves several), and `conn_id` names the Airflow connection holding its credentials
+    (connections/iceberg_rest.py)."""
 
     type: Annotated[str, choice(CATALOG_TYPES)] = "jdbc"
     uri: Annotated[str | None, BeforeValidator(_catalog_uri)] = None
+    conn_id: ConnId = None
+    warehouse: str | None = None
+
+    @model_validator(mode="after")
+    def _fits_type(self) -> CatalogConfig:
+        if self.type == "jdbc":
+            if self.uri is not None and self.uri.startswith(("http://", "https://")):
+                raise problem(f"a jdbc catalog's uri is a database's: {_JDBC_URI_FIX}; or set "
+                              "output.catalog.type: rest", at=".uri", value=self.uri)  # fmt: skip
+            for key in ("conn_id", "warehouse"):
+                if getattr(self, key) is not None:
+                    fix = f"output.catalog.{key} is a REST catalog's: remove it, or set output.catalog.type: rest"
+                    if key == "warehouse":
+                        fix += " (a jdbc catalog's warehouse is output.path)"
+                    raise problem(fix, at=f".{key}", value=getattr(self, key))
+            return self
+        if self.uri is None or not self.uri.startswith(("http://", "https://")):
+            raise problem(f"a rest catalog needs its URL: {_REST_URI_FIX}", at=".uri", value=self.uri)
+        if self.warehouse is not None and not self.warehouse.strip():
+            raise problem(
+                "name the server's warehouse, or leave the key out", at=".warehouse", value=self.warehouse
+            )
+        return self
 
 
 class OutputConfig(Section):
@@ -133,7 +163,12 @@ class OutputConfig(Section):
         quarantine = self.quarantine_table or f"{self.table}_quarantine"
         if quarantine == self.table:
             raise problem("it must differ from output.table", at=".quarantine_table", value=quarantine)
-        # The warehouse: the catalog's tables live under it (<path>/<namespace>/<table>).
+        if self.catalog.type == "rest" and "path" in self.model_fields_set:
+            fix = ("a REST catalog places its tables in its own warehouse: remove output.path (name "
+                   "one of the server's warehouses in output.catalog.warehouse if it serves several)")  # fmt: skip
+            raise problem(fix, at=".path", value=str(self.path))
+        # The warehouse of a jdbc catalog: its tables live under it (<path>/<namespace>/<table>).
+        # A rest catalog's tables are the server's; the path stays filled in (unused by it).
         path = self.path or local_path(f"tables/{name}")
         return self.model_copy(update={"path": path, "quarantine_table": quarantine})
 

@@ -9,6 +9,7 @@ each other: both import these rules, and schema_evolution imports avro_decode.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -101,3 +102,45 @@ def avro_reader(
         if extra and schema_id not in changed:
             unknown[schema_id] = extra
     return text, unknown, changed
+
+
+# A column's type change Iceberg's schema evolution makes (its type promotions); Delta's tables
+# here take none (their columns keep their type).
+WIDEN, REFUSE = "widen", "refuse"
+_ALIASES = {"integer": "int", "long": "bigint", "short": "smallint", "byte": "tinyint", "real": "float",
+            "dec": "decimal", "numeric": "decimal"}  # fmt: skip
+_PRIMITIVE = {"tinyint", "smallint", "int", "bigint", "float", "double", "decimal", "string", "boolean",
+              "date", "timestamp", "timestamp_ntz", "binary"}  # fmt: skip
+_DECIMAL = r"decimal\((\d+),(\d+)\)"
+
+
+def _primitive(ddl: str) -> str | None:
+    """A primitive type spelled canonically (`bigint`, `decimal(10,2)`), None for another type.
+    The first word (and a decimal's parameters) only: `BIGINT NOT NULL` is `bigint`."""
+    text = ddl.strip().lower()
+    found = re.match(r"([a-z_]+)\s*(\(\s*\d+\s*(?:,\s*\d+\s*)?\))?", text)
+    if not found:
+        return None
+    base = _ALIASES.get(found[1], found[1])
+    if base not in _PRIMITIVE:
+        return None
+    if base != "decimal":
+        return base
+    params = (found[2] or "(10,0)").strip("()").replace(" ", "").split(",")  # Spark's DECIMAL is (10,0)
+    return f"decimal({params[0]},{params[1] if len(params) > 1 else 0})"
+
+
+def type_change(table_type: str, declared: str) -> str | None:
+    """What it takes for a column of `table_type` to hold `declared` values: None (the same type,
+    or not a primitive type: Spark's write decides), WIDEN (Iceberg promotes int to bigint, float
+    to double, a decimal's precision up at the same scale: old rows read as the wider type), or
+    REFUSE (a narrowing or another type: no table format here rewrites a column's old values)."""
+    old, new = _primitive(table_type), _primitive(declared)
+    if old is None or new is None or old == new:
+        return None
+    if (old, new) in {("int", "bigint"), ("float", "double")}:
+        return WIDEN
+    old_dec, new_dec = re.fullmatch(_DECIMAL, old), re.fullmatch(_DECIMAL, new)
+    if old_dec and new_dec and old_dec[2] == new_dec[2] and int(new_dec[1]) > int(old_dec[1]):
+        return WIDEN
+    return REFUSE

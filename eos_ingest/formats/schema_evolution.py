@@ -4,8 +4,11 @@
   and the batch's log line names the fields.
 * add_columns: the field becomes a new nullable column, its type inferred from the batch's values
   (JSON: Spark's JSON schema inference over the values carrying it) or taken from the writer
-  schema (Avro); the replace writes it with Delta's mergeSchema. Later batches read the columns
-  the table grew: the batch's reader schema is the declared one plus the table's extra columns.
+  schema (Avro); the replace writes it with Delta's mergeSchema, or on Iceberg after adding it
+  to the table's schema (storage/iceberg_schema.py). Later batches read the columns the table
+  grew: the batch's reader schema is the declared one plus the table's extra columns. On Iceberg
+  a declared column may also widen (int to bigint, float to double, a decimal's precision:
+  evolution_rules.type_change) under add_columns; a narrowing or another type is refused.
 * fail: the batch fails before anything is written, naming the fields and the fix; it stays
   planned, so a rerun after the fix writes it.
 
@@ -19,18 +22,27 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from eos_ingest.config.checks import replaced
 from eos_ingest.errors import SchemaEvolutionError
 from eos_ingest.formats import avro_decode, parser
-from eos_ingest.formats.evolution_rules import ADD_COLUMNS, FAIL, Columns, is_taken, not_a_column
+from eos_ingest.formats.evolution_rules import (
+    ADD_COLUMNS,
+    FAIL,
+    REFUSE,
+    Columns,
+    is_taken,
+    not_a_column,
+    type_change,
+)
 from eos_ingest.formats.parser import meta_columns
 from eos_ingest.schema.avro import record_columns, spark_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from eos_ingest.config.pipeline import PipelineConfig
 
@@ -58,17 +70,55 @@ def refusal(
     )
 
 
-def table_extra_columns(spark: SparkSession, config: PipelineConfig) -> Columns:
+def table_extra_columns(config: PipelineConfig, schema: StructType | None) -> Columns:
     """The output table's columns beyond the metadata and the declared payload, as (name, DDL type);
-    () when the table does not exist yet. Read from the Delta log on the driver."""
-    from delta.tables import DeltaTable
-
-    path = str(config.output_path)
-    if not DeltaTable.isDeltaTable(spark, path):
+    () when the table does not exist yet (`schema` None)."""
+    if schema is None:
         return ()
     known = [*meta_columns(config), "event_date", "value", *(n for n, _ in config.payload_columns)]
-    schema = spark.read.format("delta").load(path).schema
     return tuple((f.name, f.dataType.simpleString()) for f in schema.fields if not is_taken(f.name, known))
+
+
+def widened_columns(config: PipelineConfig, schema: StructType | None) -> Columns:
+    """The declared payload columns whose type Iceberg widens on the table before the batch's
+    write (int to bigint, float to double, a decimal's precision: evolution_rules.type_change), as
+    (name, declared type). SchemaEvolutionError, before anything is written, for a change Iceberg
+    cannot make (a narrowing, another type), or a widening the policy does not allow (only
+    add_columns changes the table's schema). Delta's tables: () (their columns keep their type)."""
+    if config.output.format != "iceberg" or schema is None:
+        return ()
+    types = {f.name.lower(): f.dataType.simpleString() for f in schema.fields}
+    table = config.output_tables[0]
+    widened: list[tuple[str, str]] = []
+    for name, declared in config.payload_columns:
+        current = types.get(name.lower())
+        change = None if current is None else type_change(current, declared)
+        if change is None:
+            continue
+        assert current is not None
+        where = (
+            f"pipeline {config.name!r}: column {name} of the Iceberg table {table} is {current} and "
+            f"the schema declares {declared}"
+        )
+        if change == REFUSE:
+            raise SchemaEvolutionError(
+                f"{where}: Iceberg cannot change a column so (it widens int to bigint, float to double "
+                f"and a decimal's precision at the same scale, never narrows); declare `{name} {current}` "
+                "in value.schema / value.schema_file (the table's type), or write to a new table; nothing "
+                "was written and the batch stays planned: a rerun after the fix writes it"
+            )
+        if config.value.schema_evolution != ADD_COLUMNS:
+            raise SchemaEvolutionError(
+                f"{where}: set value.schema_evolution: add_columns to widen the column to {declared} "
+                f"(old rows read as {declared}), or declare `{name} {current}`; nothing was written and "
+                "the batch stays planned: a rerun after the fix writes it"
+            )
+        widened.append((name, declared))
+    if widened:
+        log.info(
+            "schema evolution: the batch widens the columns %s", ", ".join(f"{n} to {t}" for n, t in widened)
+        )
+    return tuple(widened)
 
 
 def with_columns(config: PipelineConfig, columns: Sequence[tuple[str, str]]) -> PipelineConfig:
@@ -89,21 +139,38 @@ class Evolution:
     config: PipelineConfig
     added: Columns = ()
     avro: avro_decode.AvroBatch | None = None
+    # Declared columns whose type the write widens on the table (Iceberg only: widened_columns).
+    widened: Columns = ()
 
     @property
     def merge_schema(self) -> bool:
-        return bool(self.added)
+        """The write may change the table's schema: add `added`, widen `widened`."""
+        return bool(self.added or self.widened)
 
 
-def evolve(spark: SparkSession, kafka_rows: DataFrame, config: PipelineConfig) -> Evolution:
+def evolve(
+    spark: SparkSession,
+    kafka_rows: DataFrame,
+    config: PipelineConfig,
+    table_schema: Callable[[], StructType | None],
+) -> Evolution:
     """The batch's reader schema under its policy; under `fail`, SchemaEvolutionError for what the
-    driver already sees (Avro writer schemas), before any row is parsed."""
+    driver already sees (Avro writer schemas), before any row is parsed. `table_schema` reads the
+    output table's schema (TableFormat.table_schema, None before the first write); it is read only
+    under add_columns, or on Iceberg, whose declared column types are checked against the table's."""
+    policy = config.value.schema_evolution
+    schema = table_schema() if policy == ADD_COLUMNS or config.output.format == "iceberg" else None
+    widened = widened_columns(config, schema)
+    extra = table_extra_columns(config, schema) if policy == ADD_COLUMNS else ()
+    return dataclasses.replace(_evolve(spark, kafka_rows, config, extra), widened=widened)
+
+
+def _evolve(spark: SparkSession, kafka_rows: DataFrame, config: PipelineConfig, extra: Columns) -> Evolution:
     if config.value.format == "json":
-        return evolve_json(spark, kafka_rows, config)
+        return evolve_json(spark, kafka_rows, config, extra)
     if config.value.format != "avro":
         return Evolution(config)
     policy = config.value.schema_evolution
-    extra = table_extra_columns(spark, config) if policy == ADD_COLUMNS else ()
     batch = avro_decode.prepare(kafka_rows, config, extra)
     if policy == FAIL and (batch.unknown or batch.incompatible):
         ids = ", ".join(str(i) for i in sorted(batch.unknown))
@@ -137,15 +204,17 @@ def check_parsed(parsed: DataFrame, split: parser.Split, config: PipelineConfig,
     return names
 
 
-def evolve_json(spark: SparkSession, kafka_rows: DataFrame, config: PipelineConfig) -> Evolution:
+def evolve_json(
+    spark: SparkSession, kafka_rows: DataFrame, config: PipelineConfig, extra: Columns = ()
+) -> Evolution:
     """The effective JSON reader schema of a batch. Only add_columns reads the batch here (its
-    distinct top-level keys, then a JSON read of the values that carry new ones, for their types);
-    ignore and fail learn of unknown fields from the parse itself (parser.unknown_fields)."""
+    distinct top-level keys, then a JSON read of the values that carry new ones, for their types),
+    beside `extra`, the columns the table grew; ignore and fail learn of unknown fields from the parse itself (parser.unknown_fields)."""
     if config.value.schema_evolution != ADD_COLUMNS:
         return Evolution(config)
     from pyspark.sql import functions as F
 
-    columns = (*config.payload_columns, *table_extra_columns(spark, config))
+    columns = (*config.payload_columns, *extra)
     known = [*meta_columns(config), "event_date", *(n for n, _ in columns)]
     keys = F.expr("explode(json_object_keys(CAST(value AS STRING)))")
     found = [r[0] for r in kafka_rows.select(keys.alias("k")).distinct().collect()]

@@ -246,7 +246,8 @@ def maintain(
     retention_hours: float | None = None,
     dry_run: bool = False,
 ) -> dict[str, Any]:
-    """OPTIMIZE and VACUUM the pipeline's table and quarantine table (maintenance.maintain_tables).
+    """OPTIMIZE and VACUUM the pipeline's table and quarantine table (maintenance.maintain_tables);
+    on Iceberg, compaction, stale branches, expired snapshots and orphan files (_maintain_iceberg).
 
     The VACUUM retention is checked against the pipeline's planned batches first
     (maintenance.vacuum_retention_hours): a retention that a planned batch may still need raises
@@ -255,14 +256,10 @@ def maintain(
     None for a dry run."""
     from eos_ingest.storage.maintenance import maintain_table, maintain_tables, vacuum_retention_hours
 
-    if config.output.format != "delta":
-        raise ConfigError(
-            f"pipeline {config.name}: maintain runs Delta's OPTIMIZE and VACUUM, and its tables are "
-            f"{config.output.format}'s: Iceberg's maintenance (rewrite_data_files, expire_snapshots, "
-            "remove_orphan_files) is not built into eos-ingest yet; run Iceberg's procedures from "
-            "your own Spark session meanwhile, never expiring an eos_batch* branch (docs/iceberg.md)"
-        )
     hours = vacuum_retention_hours(store.planned_batches(config.name), retention_hours)
+    if config.output.format == "iceberg":
+        return {"pipeline": config.name, "dry_run": dry_run, "retention_hours": hours,
+                **_maintain_iceberg(config, store, spark, retention_hours, dry_run)}  # fmt: skip
     locations = {"table": config.output_path, "quarantine": config.quarantine_path}
     if dry_run:
         tables = {name: maintain_table(None, loc, hours, dry_run=True) for name, loc in locations.items()}
@@ -271,6 +268,30 @@ def maintain(
             raise ValueError("maintain needs a Spark session unless dry_run")
         tables = maintain_tables(spark, store, config.name, locations, retention_hours)
     return {"pipeline": config.name, "dry_run": dry_run, "retention_hours": hours, **tables}
+
+
+def _maintain_iceberg(
+    config: PipelineConfig,
+    store: ControlStore,
+    spark: SparkSession | None,
+    retention_hours: float | None,
+    dry_run: bool,
+) -> dict[str, Any]:
+    """maintain of an Iceberg pipeline: compaction, stale branches, expired snapshots and orphan
+    files of its table and quarantine table (storage/iceberg_maintenance.py)."""
+    from eos_ingest.storage import iceberg_maintenance
+    from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+
+    catalog = IcebergCatalog.of(config)
+    table, quarantine = config.output_tables
+    tables = {"table": table, "quarantine": quarantine}
+    if dry_run:
+        return iceberg_maintenance.dry_run_iceberg_tables(store, catalog, tables)
+    if spark is None:
+        raise ValueError("maintain needs a Spark session unless dry_run")
+    return iceberg_maintenance.maintain_iceberg_tables(
+        spark, store, config.name, catalog, tables, retention_hours
+    )
 
 
 def pipeline_status(config: PipelineConfig, store: ControlStore, *, batches: int = 10) -> dict[str, Any]:
@@ -297,7 +318,6 @@ def check_lag(
     """The lag against the pipeline's `alerts:` limits (lag_alerts.check_lag); a limit given here
     replaces the file's. ConfigError when neither gives a limit."""
     from eos_ingest.config.pipeline import AlertsConfig, replaced
-    from eos_ingest.errors import ConfigError
     from eos_ingest.service.lag_alerts import check_lag as check
 
     limits = config.alerts or AlertsConfig()

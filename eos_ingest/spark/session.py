@@ -32,6 +32,9 @@ DELTA_CONF: dict[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.session.timeZone": "UTC",
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # Spark's default pattern of settings whose values it hides (UI, event log) and an Iceberg REST
+    # catalog's OAuth2 `credential` (client id:secret), which the default misses.
+    "spark.redaction.regex": "(?i)secret|password|token|access[.]?key|credential",
 }
 
 # Local-mode niceties: no UI port to collide on, no progress bars in logs.

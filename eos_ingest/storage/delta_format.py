@@ -13,6 +13,7 @@ from eos_ingest.storage.table_format import ReplaceResult, StagedWrite, TableFor
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from eos_ingest.plan.ranges import PlannedRange
 
@@ -35,6 +36,14 @@ class DeltaFormat:
         return writer.stage(
             spark, rows, path, ranges, batch_id, partition_by, txn=txn, merge_schema=merge_schema
         )
+
+    def table_schema(self, spark: SparkSession, path: str) -> StructType | None:
+        """The Delta table's schema, read from its log on the driver; None when there is no table."""
+        from delta.tables import DeltaTable
+
+        if not DeltaTable.isDeltaTable(spark, path):
+            return None
+        return spark.read.format("delta").load(path).schema
 
     def commit_staged(
         self,

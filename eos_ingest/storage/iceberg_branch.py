@@ -19,6 +19,7 @@ them once the branch's snapshots have expired.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -93,6 +94,9 @@ class StagedBranch:
     branch: str | None = None
     txn: Txn | None = None
     _done: bool = False
+    # pyiceberg's table as of a metadata file (IcebergCatalog.pyiceberg_at, bound to the table):
+    # read_arrow's way to the branch through the pipeline's catalog; None: a local file only.
+    pyiceberg_at: Callable[[str], Any] | None = None
 
     @property
     def branch_identifier(self) -> str:
@@ -113,15 +117,16 @@ class StagedBranch:
         table metadata the stage committed, at the branch's head: the rows and Arrow types of
         read_back(schema).where(batch_id).toArrow(), without a Spark job. None where pyiceberg
         cannot stand in, and the gate reads the branch back with Spark: nothing staged, metadata not
-        on a local disk (an s3a:// warehouse), pyiceberg not installed, or a column the branch's
-        schema lacks or pyiceberg's type of which does not cast to Spark's."""
+        on a local disk without the catalog's way to it (pyiceberg_at: an s3a warehouse, a REST
+        catalog's), pyiceberg not installed, or a column the branch's schema lacks or pyiceberg's
+        type of which does not cast to Spark's."""
         if self.skipped or self.branch is None:
             return None
         table = self._table
         table.refresh()  # the stage's DELETE and append committed through Spark's own instance
         ref = table.refs().get(self.branch)
         location = str(table.operations().current().metadataFileLocation())
-        if ref is None or urlparse(location).scheme not in ("", "file"):
+        if ref is None or (self.pyiceberg_at is None and urlparse(location).scheme not in ("", "file")):
             return None
         try:  # pyiceberg: the optional `iceberg` extra; without it the gate reads with Spark
             from pyiceberg.expressions import EqualTo
@@ -130,7 +135,17 @@ class StagedBranch:
             return None
         # pydantic models: mypy misreads their constructors without pydantic's plugin.
         equal_to: Any = EqualTo
-        static = StaticTable.from_metadata(location)
+        if self.pyiceberg_at is None:
+            static = StaticTable.from_metadata(location)
+        else:
+            try:
+                static = self.pyiceberg_at(location)
+            except Exception as exc:  # the catalog's server or the store: Spark reads it then
+                log.warning("%s: pyiceberg could not read branch %s (%s); Spark reads it", self.identifier,
+                            self.branch, exc)  # fmt: skip
+                return None
+        if static.snapshot_by_id(int(ref.snapshotId())) is None:  # a REST server's newer metadata
+            return None
         names = [field.name for field in schema.fields]
         if any(name not in static.schema().column_names for name in names):
             return None

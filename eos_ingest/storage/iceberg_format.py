@@ -16,18 +16,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
-
 from eos_ingest.config import partition_transforms
-from eos_ingest.errors import ConfigError, PartialWriteError, WriteConflictError, WriteError
+from eos_ingest.errors import PartialWriteError
 from eos_ingest.storage.iceberg_branch import (
     PublishConflictError,
     StagedBranch,
@@ -37,16 +30,14 @@ from eos_ingest.storage.iceberg_branch import (
     remove_stale_branches,
 )
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.iceberg_schema import evolve_table, fill_missing, spark_schema
+from eos_ingest.storage.lost_races import DEFAULT_BACKOFF_S, commit_checked
 from eos_ingest.storage.table_format import ReplaceResult, StagedWrite, Txn
-from eos_ingest.storage.writer import (
-    CONFLICT_ATTEMPTS_ENV,
-    DEFAULT_BACKOFF_S,
-    conflict_attempts,
-    ranges_predicate,
-)
+from eos_ingest.storage.writer import ranges_predicate
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from eos_ingest.plan.ranges import PlannedRange
 
@@ -76,12 +67,9 @@ class IcebergFormat:
     ) -> StagedWrite:
         """Stage the replace of `ranges` by `rows` on a new branch of the table `path` (created,
         partitioned by `partition_by`, if absent): skipped when main already holds this app id's
-        write of this fence or a newer one."""
-        if merge_schema:
-            raise ConfigError(
-                f"batch {batch_id}: value.schema_evolution add_columns is not supported on Iceberg "
-                "tables yet; use schema_evolution: fail or ignore with output.format iceberg"
-            )
+        write of this fence or a newer one. merge_schema: the table's schema first takes the
+        columns `rows` add and the types they widen (storage/iceberg_schema.py: a table-level
+        change, which main's readers see before the publish)."""
         identifier = self.catalog.identifier(path)
         table = self._table(spark, rows, path, partition_by)
         jvm = spark._jvm
@@ -92,12 +80,25 @@ class IcebergFormat:
             stale = remove_stale_branches(table, batch_id, txn.fence)
             if stale:
                 log.info("batch %s: removed the unpublished branches %s of %s", batch_id, stale, identifier)
+        if merge_schema:
+            # After the skip check: a skipped zombie changes nothing. Before the cut: the write to
+            # the branch resolves its columns against the table's current schema.
+            evolve_table(spark, table, rows)
+        rows = fill_missing(rows, spark_schema(spark, table))
         branch = branch_name(batch_id, txn)
         table.refresh()
         if table.refs().containsKey(branch):  # this attempt's own, from a try whose removal failed
             table.manageSnapshots().removeBranch(branch).commit()
         table.manageSnapshots().createBranch(branch).commit()  # at main's current snapshot
-        staged = StagedBranch(identifier, False, spark, table, branch, txn)
+        staged = StagedBranch(
+            identifier,
+            False,
+            spark,
+            table,
+            branch,
+            txn,
+            pyiceberg_at=partial(self.catalog.pyiceberg_at, path),
+        )
         try:
             # Iceberg's row-level delete on the branch: files holding only the ranges' rows are
             # dropped, a file holding other rows too is rewritten without these (copy-on-write).
@@ -110,6 +111,13 @@ class IcebergFormat:
             staged.abort()
             raise
         return staged
+
+    def table_schema(self, spark: SparkSession, path: str) -> StructType | None:
+        """The table's current schema as Spark reads it; None when the table does not exist yet."""
+        self.catalog.ensure(spark)
+        if not spark.catalog.tableExists(self.catalog.identifier(path)):
+            return None
+        return spark_schema(spark, self.catalog.java_table(spark, path))
 
     def _table(self, spark: SparkSession, rows: DataFrame, path: str, partition_by: Sequence[str]) -> Any:
         """The table `path`, created from the rows' schema if absent (a first snapshot, empty, on
@@ -153,60 +161,17 @@ class IcebergFormat:
         is one whose check passed against the main it was cut from. `before_write` (the caller's
         fence check) runs before each stage and each publish; `before_commit` before the first
         publish only (a test's fault point)."""
-        tries = attempts if attempts is not None else conflict_attempts()
-        made = 0
         identifier = self.catalog.identifier(path)
-
-        def once() -> tuple[StagedBranch, int | None]:
-            nonlocal made
-            made += 1
-            if before_write is not None:
-                before_write()
-            staged = cast("StagedBranch", stage_once())
-            try:
-                if check is not None:
-                    check(staged)
-                if before_write is not None:
-                    before_write()
-                if before_commit is not None and made == 1:
-                    before_commit()
-                try:
-                    return staged, staged.commit()
-                except PublishConflictError:
-                    raise  # retried below, from a fresh branch
-                except Exception as exc:
-                    raise WriteError(
-                        f"Iceberg publish of batch {batch_id} into {identifier} failed: {exc}"
-                    ) from exc
-            finally:
-                staged.abort()  # the branch, unless the publish was tried
-
-        def conflicted(state: RetryCallState) -> None:
-            exc = state.outcome.exception() if state.outcome else None
-            wait = state.next_action.sleep if state.next_action else 0.0
-            log.warning(
-                "batch %s: Iceberg publish into %s lost to a concurrent writer (try %s of %s: %s); "
-                "staging it anew in %.1f s",
-                batch_id, identifier, state.attempt_number, tries, exc, wait,
-            )  # fmt: skip
-
-        retrying = Retrying(
-            stop=stop_after_attempt(tries),
-            wait=wait_exponential_jitter(initial=backoff_s, max=backoff_s * 16, jitter=backoff_s),
-            retry=retry_if_exception_type(PublishConflictError),
-            before_sleep=conflicted,
-            reraise=True,
+        staged, version, made = commit_checked(
+            lambda: cast("StagedBranch", stage_once()),
+            lost=lambda exc: isinstance(exc, PublishConflictError),
+            what=f"Iceberg publish of batch {batch_id} into {identifier}",
+            check=check,
+            before_write=before_write,
+            before_commit=before_commit,
+            tries=attempts,
+            backoff_s=backoff_s,
         )
-        try:
-            staged, version = retrying(once)
-        except PublishConflictError as exc:
-            raise WriteConflictError(
-                f"Iceberg publish of batch {batch_id} into {identifier} lost to a concurrent writer "
-                f"{made} times ({exc}); nothing of it reached main and the batch stays planned: run it "
-                f"again (raise {CONFLICT_ATTEMPTS_ENV} for more tries per job)"
-            ) from exc
-        if made > 1:
-            log.info("batch %s: Iceberg publish into %s landed at try %s", batch_id, identifier, made)
         if version is not None:
             return ReplaceResult(version, made, txn.fence if txn is not None else None)
         return self._skipped_result(staged, identifier, batch_id, txn, made)

@@ -1,6 +1,8 @@
 """Iceberg behind storage/table_reader.TableReader: a pipeline's Iceberg tables read with pyiceberg
-through the pipeline's catalog (storage/iceberg_catalog.py: the JDBC catalog's rows, read by
-pyiceberg's SqlCatalog), main's current snapshot only: never a branch a batch has staged.
+through the pipeline's catalog (storage/iceberg_catalog.py: the JDBC catalog's rows read by
+pyiceberg's SqlCatalog, its files from a local or s3a warehouse; a REST catalog's server by
+pyiceberg's RestCatalog, with the same credentials), main's current snapshot only: never a branch
+a batch has staged.
 
 pyiceberg is the package's `iceberg` extra: it is imported where a table is read, so a Delta
 pipeline's processes never load it.
@@ -106,7 +108,7 @@ class IcebergReader:
         from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
         if self._pyiceberg is None:
-            self._pyiceberg = self.catalog.pyiceberg()  # one SqlCatalog (one engine) per reader
+            self._pyiceberg = self.catalog.pyiceberg()  # one catalog (one engine, one sign-in) per reader
         try:
             return PublishedIceberg(self._pyiceberg.load_table(self.tables[which]))
         except (NoSuchTableError, NoSuchNamespaceError):

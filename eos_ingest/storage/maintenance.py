@@ -28,14 +28,13 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.config.table_location import TableLocation
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import ConfigError, MaintenanceBusyError
 from eos_ingest.fault_points import pause_if_asked
 from eos_ingest.redact import redact_text
+from eos_ingest.storage.lost_races import retry_lost_races
 from eos_ingest.storage.object_stores import delta_rs_table
 from eos_ingest.storage.writer import is_conflict
 
@@ -255,36 +254,15 @@ def _optimize(spark: SparkSession, location: TableLocation) -> dict[str, Any]:
         found = rows.select("metrics").collect()
         return found[0]["metrics"].asDict(recursive=True) if found else {}
 
-    def lost(state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        log.warning(
-            "OPTIMIZE of %s lost to a concurrent writer (try %s of %s, %s); retrying",
-            location, state.attempt_number, OPTIMIZE_ATTEMPTS, type(exc).__name__,
-        )  # fmt: skip
+    def give_up(exc: BaseException, made: int) -> Exception:
+        return MaintenanceBusyError(
+            f"OPTIMIZE of {location} lost to concurrent writers {made} times ({type(exc).__name__}); "
+            "it changed nothing: run maintain again"
+        )
 
-    retrying = Retrying(
-        stop=stop_after_attempt(OPTIMIZE_ATTEMPTS),
-        wait=wait_exponential_jitter(initial=1.0, max=16.0, jitter=1.0),
-        retry=retry_if_exception(is_conflict),
-        before_sleep=lost,
-        reraise=True,
+    optimized, attempts = retry_lost_races(
+        compact, lost=is_conflict, tries=OPTIMIZE_ATTEMPTS, what=f"OPTIMIZE of {location}", give_up=give_up
     )
-    attempts = 0
-
-    def counted() -> dict[str, Any]:
-        nonlocal attempts
-        attempts += 1
-        return compact()
-
-    try:
-        optimized = retrying(counted)
-    except Exception as exc:
-        if not is_conflict(exc):
-            raise
-        raise MaintenanceBusyError(
-            f"OPTIMIZE of {location} lost to concurrent writers {attempts} times "
-            f"({type(exc).__name__}); it changed nothing: run maintain again"
-        ) from exc
     wanted = ("numFilesAdded", "numFilesRemoved", "partitionsOptimized")
     return {**{k: optimized.get(k) for k in wanted}, "attempts": attempts}
 

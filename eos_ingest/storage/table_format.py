@@ -96,7 +96,13 @@ class TableFormat(Protocol):
         txn: Txn | None = None,
         merge_schema: bool = False,
     ) -> StagedWrite:
-        """Write `rows` as the replace of `ranges` in the table at `path`, without committing."""
+        """Write `rows` as the replace of `ranges` in the table at `path`, without committing.
+        merge_schema: the table's schema may change to take `rows` (schema_evolution's added
+        columns; on Iceberg also its widened column types)."""
+        ...
+
+    def table_schema(self, spark: SparkSession, path: str) -> StructType | None:
+        """The table's current schema as Spark reads it; None when there is no table yet."""
         ...
 
     def commit_staged(

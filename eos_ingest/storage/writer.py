@@ -7,7 +7,7 @@ in our measurement). Narrowing the predicate to the partitions of the new rows w
 but would leave behind old rows of the same offsets that live in another partition (a recreated
 topic, a backfill after a parser change moving a row to another date), and two writers of the same
 offsets in different partitions would then both commit: duplicates. So the predicate stays wide
-and a conflict is retried here, with backoff, a bounded number of times.
+and a conflict is retried, with backoff, a bounded number of times (storage/lost_races.py).
 
 Superseded attempts: each write carries Delta's idempotent-write options, txnAppId (pipeline,
 batch, table) and txnVersion (the attempt's fence). Delta skips a write whose txnVersion is not
@@ -18,15 +18,13 @@ overwrite a newer attempt's rows, and a repeat of the same attempt is skipped as
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-
-from eos_ingest.errors import ConfigError, PartialWriteError, WriteConflictError, WriteError
+from eos_ingest.errors import PartialWriteError, WriteError
 from eos_ingest.plan.ranges import PlannedRange
+from eos_ingest.storage.lost_races import DEFAULT_BACKOFF_S, commit_checked
 from eos_ingest.storage.object_stores import delta_rs_uri, storage_options
 from eos_ingest.storage.staged_write import StagedReplace, stage_replace
 from eos_ingest.storage.table_format import ReplaceResult, Txn
@@ -36,12 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# How many times one replace is tried when a concurrent writer commits first (1 = no retry).
-CONFLICT_ATTEMPTS_ENV = "EOS_WRITE_CONFLICT_ATTEMPTS"
-DEFAULT_CONFLICT_ATTEMPTS = 5
-# Back-off between tries: 1 s, 2 s, 4 s, ... (at most 16 s) plus up to 1 s of jitter, so two
-# losers of one race do not collide again.
-DEFAULT_BACKOFF_S = 1.0
 # Commits searched for a batch's marker; a replace finds its own among the newest few.
 HISTORY_DEPTH = 100
 # Delta's error class for a written row outside the replaceWhere predicate.
@@ -68,19 +60,6 @@ def ranges_predicate(ranges: Sequence[PlannedRange]) -> str:
         for r in sorted(ranges, key=lambda r: (r.topic, r.partition))
     ]
     return " OR ".join(clauses)
-
-
-def conflict_attempts() -> int:
-    """Tries per replace, from $EOS_WRITE_CONFLICT_ATTEMPTS (default 5)."""
-    raw = os.environ.get(CONFLICT_ATTEMPTS_ENV, "").strip()
-    if not raw:
-        return DEFAULT_CONFLICT_ATTEMPTS
-    if not raw.isdigit() or int(raw) < 1:
-        raise ConfigError(
-            f"{CONFLICT_ATTEMPTS_ENV} = {raw!r} is not valid; use a whole number >= 1 "
-            f"(tries per Delta replace when a concurrent writer commits first; default {DEFAULT_CONFLICT_ATTEMPTS})"
-        )
-    return int(raw)
 
 
 _CONFLICTS = (
@@ -237,76 +216,28 @@ def commit_staged(
     attempts: int | None = None,
     backoff_s: float = DEFAULT_BACKOFF_S,
 ) -> ReplaceResult:
-    """Stage a replace (stage_once), `check` it (the batch's gate), commit it; when the commit
-    loses to a concurrent writer, all three again, from a fresh stage: every write that commits is
-    one that its check passed, never a second write made after the check.
-
-    `before_write` (the caller's fence check: its error propagates, nothing is written) runs before
-    each stage and again before each commit; `before_commit` runs before the first commit only (a
-    test's fault point). Up to `attempts` tries in all (default $EOS_WRITE_CONFLICT_ATTEMPTS or 5),
-    then the retriable WriteConflictError. An error of the stage (the Kafka read under it, a data
-    loss) or of the check is raised as it came; a failed commit is a WriteError; a commit whose
-    version cannot be read a PartialWriteError. With `txn`, Delta skips a stage whose app id already
-    holds a write of a fence >= txn.fence; the result's written_by_fence then says whose write the
-    table holds. The version is the one Delta's own commit returned (a commit coordinator's too),
-    read from the log only when this try committed nothing.
+    """Stage a replace (stage_once), `check` it (the batch's gate), commit it, all three again when
+    the commit loses to a concurrent writer: lost_races.commit_checked, whose docstring says what
+    runs when and what each failure raises; `attempts` tries at most (default
+    $EOS_WRITE_CONFLICT_ATTEMPTS or 5). A commit whose version cannot be read is a
+    PartialWriteError. With `txn`, Delta skips a stage whose app id already holds a write of a
+    fence >= txn.fence; the result's written_by_fence then says whose write the table holds. The
+    version is the one Delta's own commit returned (a commit coordinator's too), read from the log
+    only when this try committed nothing.
     """
     import delta.exceptions  # noqa: F401  (installs the conversion of Delta's conflict errors)
 
-    tries = attempts if attempts is not None else conflict_attempts()
-    made = 0
-
-    def once() -> tuple[StagedReplace, int | None]:
-        nonlocal made
-        made += 1
-        if before_write is not None:
-            before_write()
-        staged = stage_once()
-        try:
-            if check is not None:
-                check(staged)
-            if before_write is not None:
-                before_write()
-            if before_commit is not None and made == 1:
-                before_commit()
-            try:
-                return staged, staged.commit()
-            except Exception as exc:
-                if is_conflict(exc):
-                    staged.abort_lost_commit()
-                    raise  # retried below, from a fresh stage
-                raise WriteError(f"Delta replace of batch {batch_id} into {path} failed: {exc}") from exc
-        finally:
-            staged.abort()  # uncommitted files only: a no-op once the commit was tried
-
-    def conflicted(state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        wait = state.next_action.sleep if state.next_action else 0.0
-        log.warning(
-            "batch %s: Delta replace into %s lost to a concurrent writer (try %s of %s, %s); "
-            "staging it anew in %.1f s",
-            batch_id, path, state.attempt_number, tries, type(exc).__name__, wait,
-        )  # fmt: skip
-
-    retrying = Retrying(
-        stop=stop_after_attempt(tries),
-        wait=wait_exponential_jitter(initial=backoff_s, max=backoff_s * 16, jitter=backoff_s),
-        retry=retry_if_exception(is_conflict),
-        before_sleep=conflicted,
-        reraise=True,
+    staged, version, made = commit_checked(
+        stage_once,
+        lost=is_conflict,
+        what=f"Delta replace of batch {batch_id} into {path}",
+        check=check,
+        before_write=before_write,
+        before_commit=before_commit,
+        after_lost=lambda lost_try: lost_try.abort_lost_commit(),
+        tries=attempts,
+        backoff_s=backoff_s,
     )
-    try:
-        staged, version = retrying(once)
-    except Exception as exc:
-        if is_conflict(exc):
-            raise WriteConflictError(
-                f"Delta replace of batch {batch_id} into {path} lost to a concurrent writer {made} "
-                f"times ({type(exc).__name__}); nothing of it landed and the batch stays planned: run "
-                f"it again (raise {CONFLICT_ATTEMPTS_ENV} for more tries per job)"
-            ) from exc
-        raise
-    if made > 1:
-        log.info("batch %s: Delta replace into %s landed at try %s", batch_id, path, made)
     if version is not None:
         return ReplaceResult(version, made, txn.fence if txn is not None else None)
     try:

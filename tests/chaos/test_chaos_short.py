@@ -1,6 +1,7 @@
-"""A short chaos run (bench/chaos, the code of `make chaos`) on its own broker and PostgreSQL: about
-2.5 minutes on a 2-core machine (152-153 s alone, up to 190 s beside other tests; with 5 kills 7.7 minutes). It
-must end with exactly one copy of every committed record, after every fault it was asked for happened."""
+"""A short chaos run (bench/chaos, the code of `make chaos`) on its own broker and PostgreSQL, once
+per table format: about 2.5-3 minutes each on a 2-core machine (Delta 152-153 s alone, up to 190 s
+beside other tests, with 5 kills 7.7 minutes; Iceberg 185 s alone). It must end with exactly one
+copy of every committed record, after every fault it was asked for happened."""
 
 from __future__ import annotations
 
@@ -38,10 +39,19 @@ SHORT = ChaosConfig(
 )
 
 
+# The short run does not exercise maintain on an Iceberg table yet (tested on its own), so the Iceberg run
+# has no maintain and none of the kill reserved for it.
+NO_MAINTAIN = {"maintains": 0, "maintain_kill_probability": None}
+
+
+@pytest.mark.parametrize("table_format", ["delta", "iceberg"])
 def test_short_chaos_run_ends_exactly_once_after_kills_restarts_a_zombie_a_backfill_and_maintain(
-    tmp_path: Path,
+    tmp_path: Path, table_format: str
 ) -> None:
-    cfg = ChaosConfig(**{**SHORT.__dict__, "results_dir": tmp_path})
+    changes = {"results_dir": tmp_path, "table_format": table_format}
+    if table_format == "iceberg":
+        changes.update(NO_MAINTAIN)
+    cfg = ChaosConfig(**{**SHORT.__dict__, **changes})
     result = run_chaos(cfg)
     brief = {
         k: result.get(k)
@@ -61,7 +71,7 @@ def test_short_chaos_run_ends_exactly_once_after_kills_restarts_a_zombie_a_backf
     assert result["backfills"], brief
     # A maintain was killed; none exited otherwise than 0, 75 (retriable) or by the end of the phase.
     maintains = result["maintains"]
-    assert maintains["killed"] >= 1 and not maintains["other_exits"], brief
+    assert maintains["killed"] >= cfg.maintains and not maintains["other_exits"], brief
     assert result["records"]["aborted"] > 0 and result["records"]["held_open"] > 0, brief
     assert result["records"]["committed"] >= 20_000
     assert Path(result["result_file"]).is_file()

@@ -73,13 +73,13 @@ class Compose:
         self.folder, self.log = folder, log
         self.base = [docker(), "compose", "-p", PROJECT]
 
-    def __call__(self, *args: str, timeout: float = 600, check: bool = True) -> str:
+    def __call__(self, *args: str, timeout: float = 600, check: bool = True, stdin: str | None = None) -> str:
         with self.log.open("a") as log:
             log.write(f"\n$ docker compose {' '.join(args)}\n")
             log.flush()
             done = subprocess.run(
                 [*self.base, *args], cwd=self.folder, stdout=subprocess.PIPE, stderr=log, text=True,
-                timeout=timeout, env={**os.environ, "COMPOSE_PROGRESS": "plain"},
+                timeout=timeout, env={**os.environ, "COMPOSE_PROGRESS": "plain"}, input=stdin,
             )  # fmt: skip
             log.write(done.stdout)
         if check and done.returncode != 0:
@@ -177,6 +177,37 @@ def test_docker_compose_up_ingests_the_demo_exactly_once(compose: Compose) -> No
         response.status_code,
         response.text[:500],
     )
+
+
+# The demo's topic into an Iceberg table of the image's jars: the JDBC catalog in the deployment's
+# PostgreSQL control DB (EOS_CONTROL_DB_URL), the warehouse in the state volume.
+ICEBERG_PIPELINE = """\
+name: demo_iceberg
+topics: [demo_events]
+kafka: {bootstrap.servers: "kafka:29092"}
+start_from: earliest
+value:
+  format: json
+  schema: "event_id BIGINT, user_id STRING, action STRING, amount DOUBLE, event_time TIMESTAMP"
+output: {format: iceberg, table: lake.demo_events, path: tables/demo_iceberg, partition_by: [event_date]}
+schedule: null
+"""
+
+
+def test_the_image_runs_an_iceberg_pipeline_of_the_demo_topic_exactly_once(compose: Compose) -> None:
+    """After the demo (its topic is there): `eos-ingest run` and `verify` of an Iceberg pipeline in
+    the scheduler's container, with nothing but the image (Iceberg's jars, pyiceberg)."""
+    config = "/opt/eos/state/demo_iceberg.yaml"
+    scheduler = ("exec", "-T", "airflow-scheduler")
+    compose(*scheduler, "sh", "-c", f"cat > {config}", stdin=ICEBERG_PIPELINE)
+    started = time.monotonic()
+    ran = json.loads(
+        compose(*scheduler, "eos-ingest", "run", "--config", config, "--master", "local[1]", timeout=900)
+    )
+    timed("iceberg_run", started)
+    assert ran["status"] == "committed" and ran["records_written"] > 0, ran  # the batch's summary
+    verify = json.loads(compose(*scheduler, "eos-ingest", "verify", "--config", config, timeout=600))
+    assert verify.get("ok") is True and verify.get("expected", 0) > 0, verify
 
 
 def all_runs_finished(api: AirflowApi) -> list[dict[str, str]]:

@@ -16,8 +16,7 @@ from eos_ingest.kafka.offsets import fetch_partition_offsets
 from eos_ingest.plan.ranges import TopicPartition
 from eos_ingest.service.operations import job_argv
 from eos_ingest.spark.session import spark_submit_env
-from tests.fixtures.pipelines import pending_scheduled_batch, verify_pipeline
-from tests.fixtures.postgres import on_control_db
+from tests.fixtures.pipelines import on_cases, pending_scheduled_batch, verify_pipeline
 from tests.integration.batch.test_failures import finish, planned_batch, wait_for_pause
 from tests.kafka_helpers import TxProducer
 
@@ -26,7 +25,7 @@ pytestmark = pytest.mark.integration
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
-@on_control_db("postgresql")
+@on_cases(("postgresql", "delta"), ("sqlite", "iceberg"))
 def test_a_kill_in_a_later_batch_loses_only_that_batch_and_a_rerun_catches_up_in_one_session(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
 ) -> None:

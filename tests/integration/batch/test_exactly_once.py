@@ -12,7 +12,8 @@ from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import OffsetsLostError, TopicRecreatedError
 from eos_ingest.formats import parser
 from eos_ingest.plan.ranges import PlannedRange, TopicPartition
-from tests.fixtures.pipelines import ingest_once, verify_pipeline
+from eos_ingest.storage.table_names import QUARANTINE
+from tests.fixtures.pipelines import ingest_once, on_cases, on_formats, table_rows, verify_pipeline
 from tests.fixtures.postgres import on_control_db
 from tests.kafka_helpers import TxProducer
 
@@ -24,12 +25,11 @@ def rows(start: int, count: int) -> list[dict]:
 
 
 def output_ids(spark, config) -> list[int]:
-    return sorted(
-        r.id for r in spark.read.format("delta").load(str(config.output_path)).select("id").collect()
-    )
+    return sorted(r.id for r in table_rows(spark, config).select("id").collect())
 
 
 @on_control_db("sqlite")
+@on_formats()
 def test_aborted_transactions_never_appear(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:
@@ -50,6 +50,7 @@ def test_aborted_transactions_never_appear(
 
 
 @on_control_db("postgresql")
+@on_formats()
 def test_transaction_open_at_plan_time_is_not_read_and_the_next_batch_reads_it_whole(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:
@@ -94,6 +95,7 @@ def test_empty_plan_creates_no_batch(
 
 
 @on_control_db("sqlite")
+@on_formats()
 def test_partition_added_to_the_topic_is_ingested_from_its_start(
     spark, kafka_bootstrap, kafka_admin, make_topic, make_pipeline, control_db_url
 ) -> None:
@@ -218,6 +220,7 @@ def test_a_pipeline_of_two_topics(spark, kafka_bootstrap, make_topic, make_pipel
     assert report.ok and report.expected == 50, report.to_dict()
 
 
+@on_cases(("sqlite", "delta"), ("postgresql", "delta"), ("sqlite", "iceberg"))
 def test_malformed_values_go_to_quarantine_with_their_identity(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:
@@ -232,9 +235,7 @@ def test_malformed_values_go_to_quarantine_with_their_identity(
 
     assert result is not None
     assert (result.records_read, result.records_written, result.records_quarantined) == (9, 5, 4)
-    quarantine = (
-        spark.read.format("delta").load(str(config.quarantine_path)).orderBy("kafka_offset").collect()
-    )
+    quarantine = table_rows(spark, config, QUARANTINE).orderBy("kafka_offset").collect()
     assert [bytes(r.raw_value) for r in quarantine] == bad
     assert [r.kafka_offset for r in quarantine] == [6, 7, 8, 9]
     assert "not valid JSON" in quarantine[0].error and "schema" in quarantine[1].error

@@ -15,8 +15,8 @@ from eos_ingest.batch.sequence import PAUSE_BEFORE_COMMIT_ENV, PAUSE_BEFORE_TABL
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.service.operations import job_argv
 from eos_ingest.spark.session import spark_submit_env
-from tests.fixtures.pipelines import verify_pipeline
-from tests.fixtures.postgres import on_control_db
+from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from tests.fixtures.pipelines import on_cases, table_count, verify_pipeline
 from tests.kafka_helpers import TxProducer
 from tests.process_helpers import wait_for_pause
 
@@ -50,6 +50,20 @@ def produce_batch(bootstrap: str, topic: str) -> None:
     producer.transaction(topic, [{"id": i, "name": "y", "amount": 2.0} for i in range(200, 300)], commit=True)
 
 
+def staged_branches(spark, config) -> list[str]:
+    """The Iceberg table's refs that are a batch's staged branch (eos_batch<id>_f<fence>)."""
+    table = IcebergCatalog.of(config).java_table(spark, config.output.table)
+    return sorted(str(ref) for ref in table.refs().keySet() if str(ref).startswith("eos_"))
+
+
+def rerun(config) -> subprocess.CompletedProcess[str]:
+    """`eos-ingest run` of the pipeline, as an operator reruns it after a failure."""
+    return subprocess.run(
+        [sys.executable, "-m", "eos_ingest.cli", "run", "--config", str(config.source), "--master", "local[1]"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
 def planned_batch(bootstrap: str, topic: str, make_pipeline, control_db_url: str):
     """A topic with committed and aborted transactions, and its first batch planned (not run)."""
     produce_batch(bootstrap, topic)
@@ -60,8 +74,9 @@ def planned_batch(bootstrap: str, topic: str, make_pipeline, control_db_url: str
     return config, store, batch
 
 
-@on_control_db("postgresql")
-def test_kill_9_between_delta_write_and_commit_then_rerun_leaves_exactly_one_copy(
+# The control DB's side of the claim on PostgreSQL; Iceberg's (published to main, then the kill) on SQLite.
+@on_cases(("postgresql", "delta"), ("sqlite", "iceberg"))
+def test_kill_9_between_the_table_write_and_the_commit_then_rerun_leaves_exactly_one_copy(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
 ) -> None:
     config, store, batch = planned_batch(
@@ -75,43 +90,32 @@ def test_kill_9_between_delta_write_and_commit_then_rerun_leaves_exactly_one_cop
     os.killpg(job.pid, signal.SIGKILL)
     job.wait(timeout=30)
 
-    # The write landed but the commit did not: the batch is still planned and offsets did not move.
-    assert spark.read.format("delta").load(str(config.output_path)).count() == 300
+    # The write landed (Delta: committed; Iceberg: published to main) but the control commit did
+    # not: the batch is still planned and offsets did not move.
+    assert table_count(spark, config) == 300
     assert store.get_batch(batch.batch_id).status.value == "planned"
     assert all(offset == 0 for offset in store.committed_offsets(config.name).values())
     assert verify_pipeline(spark, config).unexpected == 300
 
-    rerun = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eos_ingest.cli",
-            "run",
-            "--config",
-            str(config.source),
-            "--master",
-            "local[1]",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    again = rerun(config)
 
-    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert again.returncode == 0, again.stdout + again.stderr
     done = store.get_batch(batch.batch_id)
     assert done.status.value == "committed" and done.fence == 2
-    assert spark.read.format("delta").load(str(config.output_path)).count() == 300
+    assert table_count(spark, config) == 300
     report = verify_pipeline(spark, config)
     assert report.ok and report.expected == 300, report.to_dict()
+    if config.output.format == "iceberg":
+        assert staged_branches(spark, config) == []
 
 
-@pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)  # Delta's side; the DB's: above
-def test_kill_9_after_the_gate_with_the_table_files_staged_leaves_no_table_and_the_rerun_writes_once(
+@on_cases(("sqlite", "delta"), ("sqlite", "iceberg"))  # the table formats' side; the DB's: above
+def test_kill_9_after_the_gate_with_the_table_staged_leaves_nothing_published_and_the_rerun_writes_once(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
 ) -> None:
-    """The table's files are written in the read's pass and committed after the gate: a kill in
-    between leaves Parquet files that no Delta log names, so no reader sees a row."""
+    """The table's rows are staged in the read's pass and published after the gate: a kill in
+    between leaves Delta's Parquet files that no Delta log names, or Iceberg's branch of the batch,
+    which main never pointed at, so no reader sees a row."""
     config, store, batch = planned_batch(
         kafka_bootstrap, make_topic(partitions=3), make_pipeline, control_db_url
     )
@@ -122,20 +126,25 @@ def test_kill_9_after_the_gate_with_the_table_files_staged_leaves_no_table_and_t
     job.wait(timeout=30)
 
     assert "gate passed" in log.read_text()
-    assert list(config.output_path.rglob("*.parquet"))  # staged on disk ...
-    assert not DeltaTable.is_deltatable(str(config.output_path))  # ... in no table
+    if config.output.format == "iceberg":
+        assert staged_branches(spark, config) == [f"eos_batch{batch.batch_id}_f1"]  # staged ...
+    else:
+        assert list(config.output_path.rglob("*.parquet"))  # staged on disk ...
+        assert not DeltaTable.is_deltatable(str(config.output_path))
+    assert table_count(spark, config) == 0  # ... published nowhere
     assert store.get_batch(batch.batch_id).status.value == "planned"
 
-    rerun = subprocess.run(
-        [sys.executable, "-m", "eos_ingest.cli", "run", "--config", str(config.source), "--master", "local[1]"],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    assert spark.read.format("delta").load(str(config.output_path)).count() == 300
+    again = rerun(config)
+
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert table_count(spark, config) == 300
     report = verify_pipeline(spark, config)
     assert report.ok and report.expected == 300, report.to_dict()
+    if config.output.format == "iceberg":
+        assert staged_branches(spark, config) == []  # the rerun dropped the dead attempt's branch
 
 
+@on_cases(("sqlite", "delta"), ("postgresql", "delta"), ("sqlite", "iceberg"))
 def test_two_attempts_at_one_batch_one_commits_and_the_zombie_is_fenced(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
 ) -> None:
@@ -159,6 +168,8 @@ def test_two_attempts_at_one_batch_one_commits_and_the_zombie_is_fenced(
     assert done.records_read == 300
     report = verify_pipeline(spark, config)
     assert report.ok and report.expected == 300, report.to_dict()
+    if config.output.format == "iceberg":
+        assert staged_branches(spark, config) == []
 
 
 @pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)  # the job's side; plan's: unit

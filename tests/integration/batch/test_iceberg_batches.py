@@ -1,22 +1,34 @@
-"""An Iceberg pipeline's batches through the whole sequence (real broker, Spark, the JDBC catalog on
-the SQLite control DB): each lands once, a backfill replaces, a zombie attempt publishes nothing."""
+"""An Iceberg pipeline's batches through the whole sequence (real broker, Spark): each lands once, a
+backfill replaces, a zombie attempt publishes nothing. On the JDBC catalog of the SQLite control DB
+(PostgreSQL's: tests/integration/storage/test_iceberg_publish.py) and on a REST catalog server
+(tests/fixtures/iceberg_rest.py), whose tables the read side's pyiceberg reads too (the reader, the
+audit, the gate's read of a staged branch); a REST catalog that refuses the credentials is named
+with its fix."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 import pytest
+from pyspark.sql import functions as F
 
 from eos_ingest.batch.sequence import execute_batch
-from eos_ingest.errors import FencedError
+from eos_ingest.errors import ConfigError, FencedError
+from eos_ingest.plan.ranges import PlannedRange
+from eos_ingest.quality.audit import audit_batch
 from eos_ingest.service.backfill import create_backfill, parse_request
 from eos_ingest.service.operations import open_store, plan_batch
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.iceberg_format import IcebergFormat
+from eos_ingest.storage.table_formats import output_reader
+from eos_ingest.storage.table_names import TABLE
 from tests.fixtures.pipelines import ingest_once
 from tests.fixtures.postgres import on_control_db
 from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.integration
+
+CONN = "AIRFLOW_CONN_ICEBERG_REST"
 
 
 def rows(start: int, count: int) -> list[dict]:
@@ -29,16 +41,14 @@ def identities(spark, config, table: str) -> Counter[tuple[int, int]]:
     return Counter((r.kafka_partition, r.kafka_offset) for r in found)
 
 
-@on_control_db("sqlite")
-def test_an_iceberg_batch_lands_once_a_backfill_replaces_it_and_a_zombie_publishes_nothing(
-    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
-) -> None:
+def lands_once_backfill_replaces_zombie_publishes_nothing(spark, kafka_bootstrap, make_topic, make_config):
+    """The sequence every catalog must pass; returns the config and main's identities at the end."""
     topic = make_topic(partitions=2)
     producer = TxProducer(kafka_bootstrap)
     producer.transaction(topic, rows(0, 10), commit=True, partition=0)
     producer.transaction(topic, rows(100, 5), commit=False, partition=0)
     producer.transaction(topic, [*rows(10, 6), "not json"], commit=True, partition=1)
-    config = make_pipeline([topic], control_db_url, output={"format": "iceberg", "table": "lake.events"})
+    config = make_config(topic)
 
     first = ingest_once(spark, config)
 
@@ -74,3 +84,78 @@ def test_an_iceberg_batch_lands_once_a_backfill_replaces_it_and_a_zombie_publish
     after = identities(spark, config, "lake.events")
     assert set(after.values()) == {1} and len(after) == 16 + 4
     assert not [b for b in main.refs().keySet() if b.startswith("eos_")]  # no branch left behind
+    return config, after, batch.batch_id
+
+
+@on_control_db("sqlite")
+def test_an_iceberg_batch_lands_once_a_backfill_replaces_it_and_a_zombie_publishes_nothing(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
+) -> None:
+    lands_once_backfill_replaces_zombie_publishes_nothing(
+        spark, kafka_bootstrap, make_topic,
+        lambda topic: make_pipeline([topic], control_db_url, output={"format": "iceberg", "table": "lake.events"}),
+    )  # fmt: skip
+
+
+@on_control_db("sqlite")
+def test_on_a_rest_catalog_the_same_and_pyiceberg_reads_what_spark_wrote(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, iceberg_rest, monkeypatch
+) -> None:
+    monkeypatch.setenv(CONN, iceberg_rest.connection())  # OAuth2 client credentials
+    catalog = {"type": "rest", "uri": iceberg_rest.uri, "conn_id": "iceberg_rest"}
+    # Its own name: the server's catalog outlives the test, and a rerun of the session's tables
+    # must not meet another test's namespace.
+    config, on_main, last = lands_once_backfill_replaces_zombie_publishes_nothing(
+        spark, kafka_bootstrap, make_topic,
+        lambda topic: make_pipeline([topic], control_db_url, name="itest_rest",
+                                    output={"format": "iceberg", "table": "lake.events", "catalog": catalog}),
+    )  # fmt: skip
+
+    # pyiceberg's RestCatalog on the same server, here with the bearer token instead: main's rows
+    # as the read side's reader (audit, page, verify's counts) opens them, and the audit passing.
+    monkeypatch.setenv(CONN, iceberg_rest.connection(token=iceberg_rest.token))
+    read = IcebergCatalog.of(config).pyiceberg().load_table("lake.events").scan().to_arrow()
+    assert (
+        Counter(zip(read["kafka_partition"].to_pylist(), read["kafka_offset"].to_pylist(), strict=True))
+        == on_main
+    )
+    store = open_store(config)
+    published = output_reader(config).open(TABLE)
+    assert published is not None and published.batch_rows(store.get_batch(last)).num_rows == 4
+    report = audit_batch(config, last)
+    assert report["success"] is True and report["statistics"]["rows"] == 4, report
+
+    # The gate's pyiceberg read of a staged branch, through the server (its metadata is the
+    # server's to place): Spark's read-back, row for row.
+    iceberg = IcebergFormat(IcebergCatalog.of(config))
+    topic = config.topics[0]
+    again = spark.table(iceberg.catalog.identifier("lake.events")).where(f"batch_id = {last}")
+    again = again.withColumn("batch_id", F.lit(99).cast("bigint")).withColumn("kafka_partition", F.lit(7))
+    staged = iceberg.stage(spark, again, "lake.events", [PlannedRange(topic, 7, 0, 100)], 99)
+    try:
+        read_back = staged.read_back(again.schema)
+        arrow = staged.read_arrow(read_back.schema, 99)
+        assert arrow is not None  # pyiceberg stood in for Spark's read
+        by_spark = read_back.where("batch_id = 99").toArrow()
+        assert arrow.schema == by_spark.schema and arrow.num_rows == by_spark.num_rows == 4
+    finally:
+        staged.abort()
+
+
+def test_a_rest_catalog_that_refuses_the_credentials_is_named_with_its_fix(spark, iceberg_rest) -> None:
+    wrong_secret = IcebergCatalog(
+        "eos_refused", iceberg_rest.uri, None, "rest", (("credential", f"{iceberg_rest.client_id}:wrong"),)
+    )
+    wrong_token = IcebergCatalog("eos_refused_token", iceberg_rest.uri, None, "rest", (("token", "wrong"),))
+
+    for catalog in (wrong_secret, wrong_token):
+        for open_it in (lambda c=catalog: c.ensure(spark), lambda c=catalog: c.pyiceberg()):
+            with pytest.raises(ConfigError) as refused:
+                open_it()
+            message = str(refused.value)
+            assert "output.catalog" in message and "output.catalog.conn_id" in message, message
+            assert (
+                "refused this pipeline's sign-in (" in message
+                and "not accepted" in message  # the server's own words
+                and "wrong" not in message
+            ), message

@@ -1,4 +1,5 @@
-"""A Delta write conflict, a partial write and a superseded attempt, on the real job, Delta and store."""
+"""A write conflict (Delta's, or Iceberg's refused fast-forward), a partial write and a superseded
+attempt, on the real job, table and store."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from eos_ingest.errors import FencedError
 from eos_ingest.service.operations import job_argv
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.storage import writer
+from eos_ingest.storage.iceberg_catalog import IcebergCatalog
 from eos_ingest.storage.table_format import Txn, txn_app_id
-from tests.fixtures.pipelines import ingest_once, verify_pipeline
+from eos_ingest.storage.table_names import QUARANTINE, TABLE
+from tests.fixtures.pipelines import ingest_once, on_formats, table_count, verify_pipeline
 from tests.kafka_helpers import TxProducer
 from tests.process_helpers import wait_for_pause
 
@@ -67,11 +70,21 @@ def planned_over_existing_tables(spark, kafka_bootstrap, make_topic, make_pipeli
     return config, store, batch, store.committed_offsets(config.name)
 
 
-def delta_count(spark, path) -> int:
-    return spark.read.format("delta").load(str(path)).count()
+def commit_beside(spark, config, which: str, n: int = 1) -> None:
+    """Another writer's commit to the table (`which`) that adds no row: on Delta a table property
+    (it conflicts with any transaction open on the table), on Iceberg an empty append to main (main
+    moves, so a branch cut before it can no longer be fast-forwarded)."""
+    if config.output.format == "iceberg":
+        name = config.output.table if which == TABLE else config.output.quarantine_table
+        table = IcebergCatalog.of(config).java_table(spark, name)
+        table.newAppend().set("eos.test.commit", str(n)).commit()
+        return
+    path = config.output_path if which == TABLE else config.quarantine_path
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('eos.test.commit' = '{n}')")
 
 
 @sqlite_only
+@on_formats()
 def test_a_write_conflict_past_the_retries_leaves_the_batch_planned_and_the_job_exits_75(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
 ) -> None:
@@ -89,9 +102,9 @@ def test_a_write_conflict_past_the_retries_leaves_the_batch_planned_and_the_job_
         while not stop.is_set() and (not log.exists() or "phase read" not in log.read_text()):
             time.sleep(0.2)
         while not stop.is_set():
-            for path in (config.output_path, config.quarantine_path):
+            for which in (TABLE, QUARANTINE):
                 n += 1
-                spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('eos.test.hammer' = '{n}')")
+                commit_beside(spark, config, which, n)
             time.sleep(0.05)
 
     thread = threading.Thread(target=hammer)
@@ -112,11 +125,12 @@ def test_a_write_conflict_past_the_retries_leaves_the_batch_planned_and_the_job_
     assert store.get_batch(batch.batch_id).status.value == "committed"
     report = verify_pipeline(spark, config)
     assert report.ok and report.expected == 420, report.to_dict()
-    assert delta_count(spark, config.output_path) == 400
-    assert delta_count(spark, config.quarantine_path) == 20
+    assert table_count(spark, config) == 400
+    assert table_count(spark, config, QUARANTINE) == 20
 
 
 @sqlite_only
+@on_formats()
 def test_a_failed_table_commit_beside_a_landed_quarantine_replace_leaves_the_batch_planned_and_one_copy_after_the_rerun(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
 ) -> None:
@@ -141,7 +155,7 @@ def test_a_failed_table_commit_beside_a_landed_quarantine_replace_leaves_the_bat
             argv, env=env, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True
         )
         wait_for_pause(job, pause, log)
-        spark.sql(f"ALTER TABLE delta.`{config.output_path}` SET TBLPROPERTIES ('eos.test.conflict' = '1')")
+        commit_beside(spark, config, TABLE)
         pause.unlink()
         code = job.wait(timeout=300)
     out_text = log.read_text()
@@ -150,13 +164,13 @@ def test_a_failed_table_commit_beside_a_landed_quarantine_replace_leaves_the_bat
     assert "WriteConflictError" in out_text
     assert store.get_batch(batch.batch_id).status.value == "planned"
     assert store.committed_offsets(config.name) == before
-    assert delta_count(spark, config.output_path) == 200  # the first batch only
-    assert delta_count(spark, config.quarantine_path) == 20  # the replace beside it landed
+    assert table_count(spark, config) == 200  # the first batch only
+    assert table_count(spark, config, QUARANTINE) == 20  # the replace beside it landed
 
     result = rerun(spark, config, store, batch.batch_id)
     assert (result.records_written, result.records_quarantined) == (200, 10)
-    assert delta_count(spark, config.output_path) == 400
-    assert delta_count(spark, config.quarantine_path) == 20
+    assert table_count(spark, config) == 400
+    assert table_count(spark, config, QUARANTINE) == 20
     report = verify_pipeline(spark, config)  # an independent read_committed rescan of the topic
     assert report.ok and report.expected == 420, report.to_dict()
 
@@ -180,14 +194,14 @@ def test_a_failed_quarantine_write_leaves_the_batch_planned_and_a_rerun_leaves_o
     assert code == 75, out[-5000:]
     assert "PartialWriteError" in out
     assert store.get_batch(batch.batch_id).status.value == "planned"
-    assert delta_count(spark, config.output_path) == 200  # the table was written, the quarantine not
+    assert table_count(spark, config) == 200  # the table was written, the quarantine not
 
     config.quarantine_path.unlink()
     result = rerun(spark, config, store, batch.batch_id)
 
     assert (result.records_written, result.records_quarantined) == (200, 10)
-    assert delta_count(spark, config.output_path) == 200
-    assert delta_count(spark, config.quarantine_path) == 10
+    assert table_count(spark, config) == 200
+    assert table_count(spark, config, QUARANTINE) == 10
     report = verify_pipeline(spark, config)
     assert report.ok and report.expected == 210, report.to_dict()
 
@@ -279,4 +293,4 @@ def test_a_commit_that_loses_a_conflict_is_staged_and_gated_anew_and_records_del
     done = store.get_batch(batch.batch_id)
     assert done.status.value == "failed" and "OffsetsLostError" in (done.error or "")
     assert store.committed_offsets(config.name) == before
-    assert delta_count(spark, config.output_path) == 100  # nothing of batch 2 was committed
+    assert table_count(spark, config) == 100  # nothing of batch 2 was committed

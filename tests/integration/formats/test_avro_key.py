@@ -17,7 +17,8 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from tests.fixtures.pipelines import ingest_once, verify_pipeline
+from eos_ingest.storage.table_names import QUARANTINE
+from tests.fixtures.pipelines import ingest_once, on_formats, table_rows, verify_pipeline
 from tests.integration.formats.test_avro import V1, framed
 from tests.integration.formats.test_avro_registry import schema_id
 
@@ -34,6 +35,7 @@ KEY_INCOMPATIBLE = {
 }
 
 
+@on_formats()
 def test_keys_decode_into_a_struct_an_unknown_key_id_is_quarantined_and_no_key_is_null(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, schema_registry_url, tmp_path: Path
 ) -> None:
@@ -77,14 +79,14 @@ def test_keys_decode_into_a_struct_an_unknown_key_id_is_quarantined_and_no_key_i
     result = ingest_once(spark, config)
 
     assert result is not None and (result.records_written, result.records_quarantined) == (4, 2)
-    table = spark.read.format("delta").load(str(config.output_path))
+    table = table_rows(spark, config)
     assert dict(table.dtypes)["kafka_key"] == "struct<order_id:bigint,region:string>"
     rows = table.orderBy("kafka_offset").collect()
     assert [(r["id"], r["kafka_key"] and r["kafka_key"].asDict()) for r in rows] == [
         (0, {"order_id": 0, "region": "r0"}), (1, {"order_id": 1, "region": "r1"}),
         (2, {"order_id": 2, "region": "r2"}), (9, None),  # no key: a null kafka_key, not quarantine
     ]  # fmt: skip
-    quarantine = spark.read.format("delta").load(str(config.quarantine_path)).orderBy("kafka_offset")
+    quarantine = table_rows(spark, config, QUARANTINE).orderBy("kafka_offset")
     assert [(r["kafka_offset"], r["kafka_key"], bytes(r["raw_key"]), r["error"]) for r in quarantine.collect()] == [
         (3, None, unknown_key, f"key: unknown schema id {unknown_id}: no writer schema for it"),
         (4, None, b"plain text", "key: not in the Schema Registry wire format "

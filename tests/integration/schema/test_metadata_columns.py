@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from tests.fixtures.pipelines import ingest_once, verify_pipeline
+from eos_ingest.storage.table_names import QUARANTINE
+from tests.fixtures.pipelines import ingest_once, on_formats, table_rows, verify_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)]
 
@@ -28,9 +29,7 @@ def produce(bootstrap: str, topic: str) -> None:
 
 
 def tables(spark, config):
-    table = spark.read.format("delta").load(str(config.output_path)).orderBy("kafka_offset")
-    quarantine = spark.read.format("delta").load(str(config.quarantine_path))
-    return table, quarantine
+    return table_rows(spark, config).orderBy("kafka_offset"), table_rows(spark, config, QUARANTINE)
 
 
 def test_the_defaults_keep_todays_columns(
@@ -48,6 +47,7 @@ def test_the_defaults_keep_todays_columns(
     assert "kafka_headers" not in quarantine.columns and "kafka_timestamp_type" not in quarantine.columns
 
 
+@on_formats()
 def test_key_as_text_headers_as_a_map_and_the_timestamp_type(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:
@@ -75,6 +75,7 @@ def test_key_as_text_headers_as_a_map_and_the_timestamp_type(
     assert verify_pipeline(spark, config).ok
 
 
+@on_formats()
 def test_headers_as_an_array_keep_every_header_in_order(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:

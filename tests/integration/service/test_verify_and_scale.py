@@ -17,7 +17,7 @@ from eos_ingest.errors import ControlStoreUnavailableError, KafkaUnavailableErro
 from eos_ingest.kafka.offsets import fetch_partition_offsets
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
 from tests.fixtures.kafka import free_port
-from tests.fixtures.pipelines import iceberg_output, ingest_once, verify_pipeline
+from tests.fixtures.pipelines import ingest_once, on_formats, verify_pipeline
 from tests.kafka_helpers import TxProducer
 
 pytestmark = pytest.mark.integration
@@ -36,9 +36,9 @@ def sql_table(config) -> str:
 
 
 @sqlite_only
-@pytest.mark.parametrize("table_format", ["delta", "iceberg"])
+@on_formats()
 def test_verify_reports_duplicates_missing_and_unexpected_rows(
-    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, table_format, tmp_path
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:
     topic = make_topic(partitions=2)
     producer = TxProducer(kafka_bootstrap)
@@ -46,8 +46,7 @@ def test_verify_reports_duplicates_missing_and_unexpected_rows(
     producer.send(topic, rows(0, 20), partition=0)
     producer.send(topic, rows(20, 20), partition=1)
     producer.commit()
-    output = iceberg_output(tmp_path) if table_format == "iceberg" else {}
-    config = make_pipeline([topic], control_db_url, **({"output": output} if output else {}))
+    config = make_pipeline([topic], control_db_url)
     ingest_once(spark, config)
     assert verify_pipeline(spark, config).ok
 

@@ -1,11 +1,15 @@
 """The Iceberg format's write-audit-publish on a real table of a real JDBC catalog (SQLite): a
 staged branch is invisible on main, a zombie's older fence never reaches main, and a publish that
-loses to a concurrent commit on main is staged and checked anew. One table for the module: each test
-writes ranges of a topic name of its own, so the tests do not see each other's rows."""
+loses to a concurrent commit on main is staged and checked anew; that last one on PostgreSQL too,
+where the catalog's commit (its compare-and-set of the metadata location, its table and namespace
+rows) is its own SQL, which tests/integration/control/ does not cover. One table for the module per
+backend: each test writes ranges of a topic name of its own, so the tests do not see each other's
+rows."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -16,6 +20,7 @@ from eos_ingest.storage.iceberg_branch import PublishConflictError, StagedBranch
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
 from eos_ingest.storage.iceberg_format import IcebergFormat
 from eos_ingest.storage.table_format import Txn
+from tests.fixtures.postgres import postgres_database
 
 pytestmark = pytest.mark.integration
 
@@ -30,6 +35,16 @@ def iceberg(tmp_path_factory: pytest.TempPathFactory) -> IcebergFormat:
     return IcebergFormat(
         IcebergCatalog("eos_publish_test", f"sqlite:///{folder / 'control.db'}", str(folder / "wh"))
     )
+
+
+@pytest.fixture(scope="module")
+def iceberg_on_postgresql(
+    postgres_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[IcebergFormat]:
+    """The module's table in a JDBC catalog on PostgreSQL, in a database of its own, dropped after."""
+    folder: Path = tmp_path_factory.mktemp("iceberg_pg")
+    with postgres_database(postgres_url) as url:
+        yield IcebergFormat(IcebergCatalog("eos_publish_test", url, str(folder / "wh")))
 
 
 def frame(spark, topic: str, offsets: range, batch_id: int, value: str, partition: int = 0):
@@ -114,9 +129,11 @@ def test_a_rerun_replaces_exactly_its_ranges_and_keeps_the_rows_beside_them(spar
     )
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_publish_that_loses_to_a_commit_on_main_is_staged_and_checked_anew_and_lands_once(
-    spark, iceberg
+    spark, request, backend
 ) -> None:
+    iceberg = request.getfixturevalue("iceberg" if backend == "sqlite" else "iceberg_on_postgresql")
     topic = f"t{next(_topics)}"
     ours, theirs = [PlannedRange(topic, 0, 0, 4)], [PlannedRange(topic, 1, 0, 4)]
     checked: list[str] = []

@@ -6,9 +6,6 @@ Without it (Delta's default s3a log store, safe within one driver only) both app
 the same version and one commit vanishes, though both saw success. That race shows in some rounds
 and not in others, so it is measured, not asserted: `python -m bench.object_storage --race-rounds N`
 (bench/README.md, "Object storage") counts the commits it lost.
-
-`make test` runs 2 rounds (4 concurrent commits: each round is the same race, and the asserts are
-per round and per version); EOS_LONG_TESTS=1 runs the long variant, 8 rounds.
 """
 
 from __future__ import annotations
@@ -24,9 +21,10 @@ from eos_ingest.spark.submit import local_driver_options
 
 pytestmark = pytest.mark.integration
 
-LONG = os.environ.get("EOS_LONG_TESTS") == "1"
-# ~15-19 s a round on this 2-core machine, after the two drivers' start.
-ROUNDS = 8 if LONG else 2
+# Rounds of two concurrent commits, ~15-19 s a round on a 2-core machine: 2 in `make test`, whose
+# time budget they share; EOS_LONG_TESTS=1 runs 8. Each round is a race the coordinator must
+# settle (a lost commit fails it); the rounds without the coordinator are measured in bench/.
+ROUNDS = 8 if os.environ.get("EOS_LONG_TESTS") == "1" else 2
 
 
 @pytest.mark.parametrize("control_db_url", ["postgresql"], indirect=True)

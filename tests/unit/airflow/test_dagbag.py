@@ -361,6 +361,64 @@ def test_the_ingest_dag_gives_the_job_the_aws_connections_endpoint_and_keys_in_i
     assert audit_env["AWS_SECRET_ACCESS_KEY"] == "lake-secret-canary"
 
 
+def test_the_ingest_task_gives_the_job_the_iceberg_rest_catalogs_connection_in_its_environment_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spark_ingest of an Iceberg pipeline on a REST catalog (output.catalog.conn_id), through the
+    DagBag: the DAG file parses without the connection (its doc, Asset and lineage names need no
+    secret), and at run time the connection from Airflow's store reaches the job as
+    AIRFLOW_CONN_<ID> in its environment, from which the job's catalog takes its OAuth2
+    credential; nothing of it is on the command line."""
+    from airflow.models.connection import Connection
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    from eos_ingest.config.pipeline import load_pipeline
+    from eos_ingest.service import operations
+    from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+
+    catalog = {"type": "rest", "uri": "https://catalog.example/api", "conn_id": "lake_rest"}
+    doc = {
+        "name": "lake", "topics": ["orders"], "value": {"format": "raw"}, "schedule": None,
+        "kafka": {"bootstrap.servers": "127.0.0.1:9"}, "kafka_conn_id": None,
+        "output": {"format": "iceberg", "table": "lake.orders", "catalog": catalog},
+        "control_db_url": "postgresql+psycopg://eos@127.0.0.1:9/eos",  # never reached: the store is faked
+    }  # fmt: skip
+    (tmp_path / "lake.yaml").write_text(json.dumps(doc))
+    connections = {
+        "lake_rest": Connection(
+            conn_id="lake_rest", conn_type="http", login="client-7", password="rest-secret-canary"
+        ),
+        "spark_default": Connection(conn_id="spark_default", conn_type="spark", host="local[1]"),
+    }  # Airflow's store, as the task sees it (the worker's environment has no AIRFLOW_CONN_LAKE_REST)
+    monkeypatch.delenv("AIRFLOW_CONN_LAKE_REST", raising=False)
+    bag = dag_bag(tmp_path, monkeypatch)
+    assert bag.import_errors == {} and "eos_ingest__lake" in bag.dags, bag.import_errors
+    assert "eos_lake.lake.orders" in (bag.dags["eos_ingest__lake"].doc_md or "")
+    monkeypatch.setattr("airflow.sdk.BaseHook.get_connection", lambda conn_id: connections[conn_id])
+    task = copy.copy(bag.dags["eos_ingest__lake"].get_task("spark_ingest"))
+    task.application_args = ["--config-file", "lake.yaml", "--batch-id", "7", "--until-caught-up", "False"]
+
+    class Planned:  # the control store's answer for batch 7
+        status = kind = type("Value", (), {"value": "planned"})()
+        ranges: tuple[()] = ()
+
+    store = type("Store", (), {"get_batch": lambda self, batch_id: Planned()})()
+    monkeypatch.setattr(operations, "open_store", lambda config: store)
+    submitted: dict[str, Any] = {}
+
+    def spark_submit(self: SparkSubmitOperator, context: Any) -> None:
+        submitted.update(env=dict(self.env_vars or {}), conf=dict(self.conf or {}), jars=self.jars)
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", spark_submit)
+    task.execute(context={})
+
+    env = submitted["env"]
+    job_catalog = IcebergCatalog.of(load_pipeline(tmp_path / "lake.yaml"), env)
+    assert job_catalog.spark_conf()["spark.sql.catalog.eos_lake.credential"] == "client-7:rest-secret-canary"
+    assert "iceberg-spark-runtime" in submitted["jars"]
+    assert "rest-secret-canary" not in json.dumps(submitted["conf"]) + submitted["jars"]
+
+
 # -- table maintenance ---------------------------------------------------------------------------
 
 

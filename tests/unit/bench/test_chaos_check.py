@@ -178,3 +178,36 @@ def test_maintain_outcomes_are_counted_75_is_not_a_finding_other_exits_are() -> 
         "stopped": 1,
         "other_exits": {"1": 1, "timeout": 1},
     }
+
+
+def test_an_iceberg_tables_identities_are_counted_and_a_planted_copy_or_deletion_is_caught(
+    tmp_path: Path,
+) -> None:
+    """An Iceberg table made here with pyiceberg in a JDBC (SQL) catalog on SQLite, as eos-ingest's
+    catalog keeps it: counted once each, then a planted copy shows as 2 and a planted delete as 0."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    uri = f"sqlite:///{tmp_path / 'control.db'}"
+    catalog = SqlCatalog("eos_chaos", uri=uri, warehouse=f"file://{tmp_path / 'warehouse'}")
+    catalog.create_namespace("chaos")
+    rows = pa.table(
+        {
+            "kafka_topic": pa.array([T] * 30, pa.string()),
+            "kafka_partition": pa.array([p for p in (0, 1, 2) for _ in range(10)], pa.int32()),
+            "kafka_offset": pa.array([o for _ in (0, 1, 2) for o in range(10)], pa.int64()),
+        }
+    )
+    catalog.create_table("chaos.events", schema=rows.schema).append(rows)
+    expected = {(T, p, o) for p in (0, 1, 2) for o in range(10)}
+    tables = ["chaos.events", "chaos.events_quarantine"]  # the quarantine table does not exist: empty
+
+    assert check.compare(expected, check.iceberg_identities(uri, "eos_chaos", tables))["found"] == 30
+    assert check.compare(expected, check.iceberg_identities(uri, "eos_chaos", tables))["duplicates"] == 0
+
+    assert check.plant_iceberg(uri, "eos_chaos", "chaos.events", "duplicate", rows=4) == 4
+    report = check.compare(expected, check.iceberg_identities(uri, "eos_chaos", tables))
+    assert (report["duplicates"], report["missing"]) == (4, 0)
+
+    assert check.plant_iceberg(uri, "eos_chaos", "chaos.events", "missing", rows=3) >= 3
+    report = check.compare(expected, check.iceberg_identities(uri, "eos_chaos", tables))
+    assert report["missing"] == 3

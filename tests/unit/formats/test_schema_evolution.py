@@ -11,8 +11,8 @@ import yaml
 
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.errors import ConfigError, SchemaEvolutionError, exit_code
-from eos_ingest.formats.evolution_rules import avro_reader
-from eos_ingest.formats.schema_evolution import with_columns
+from eos_ingest.formats.evolution_rules import REFUSE, WIDEN, avro_reader, type_change
+from eos_ingest.formats.schema_evolution import widened_columns, with_columns
 
 ORDER = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
 
@@ -110,3 +110,64 @@ def test_ignore_and_fail_keep_the_declared_reader_and_name_the_unknown_fields(
     reader, unknown, _ = avro_reader(config, {1: json.dumps(ORDER), 2: json.dumps(V2)}, ())
 
     assert reader == config.value.avro_schema and unknown == {2: ["coupon", "batch_id"]}
+
+
+@pytest.mark.parametrize(
+    ("table", "declared", "change"),
+    [
+        ("int", "BIGINT", WIDEN),
+        ("float", "DOUBLE", WIDEN),
+        ("decimal(10,2)", "DECIMAL(12, 2)", WIDEN),
+        ("bigint", "BIGINT NOT NULL", None),
+        ("decimal(10,0)", "DECIMAL", None),
+        ("int", "INTEGER", None),
+        ("struct<k:bigint>", "STRUCT<k: STRING>", None),  # not a primitive: Spark's write decides
+        ("bigint", "INT", REFUSE),
+        ("double", "FLOAT", REFUSE),
+        ("decimal(10,2)", "DECIMAL(12,3)", REFUSE),  # the scale changes
+        ("bigint", "STRING", REFUSE),
+    ],
+)
+def test_iceberg_widens_int_float_and_a_decimal_s_precision_and_refuses_the_rest(
+    table: str, declared: str, change: str | None
+) -> None:
+    assert type_change(table, declared) == change
+
+
+def test_on_iceberg_a_narrowed_or_unpermitted_column_type_is_refused_naming_the_field_and_the_fix(
+    tmp_path: Path,
+) -> None:
+    from pyspark.sql.types import FloatType, LongType, StructField, StructType
+
+    table = StructType([StructField("id", LongType()), StructField("amount", FloatType())])
+
+    def iceberg(schema: str, policy: str, output: dict | None = None):
+        path = tmp_path / "orders.yaml"
+        value = {"format": "json", "schema": schema, "schema_evolution": policy}
+        output = output or {"format": "iceberg", "table": "lake.orders"}
+        path.write_text(
+            yaml.safe_dump({"name": "orders", "topics": ["orders"], "value": value, "output": output})
+        )
+        return load_pipeline(path)
+
+    assert widened_columns(iceberg("id BIGINT, amount DOUBLE", "add_columns"), table) == (
+        ("amount", "DOUBLE"),
+    )
+    assert widened_columns(iceberg("id BIGINT, amount FLOAT", "ignore"), table) == ()
+    assert widened_columns(iceberg("id BIGINT, amount DOUBLE", "add_columns"), None) == ()  # no table yet
+    with pytest.raises(SchemaEvolutionError) as narrowed:
+        widened_columns(iceberg("id INT, amount FLOAT", "add_columns"), table)
+    assert "column id of the Iceberg table lake.orders is bigint and the schema declares INT" in str(
+        narrowed.value
+    )
+    assert "declare `id bigint`" in str(narrowed.value) and "stays planned" in str(narrowed.value)
+    with pytest.raises(SchemaEvolutionError, match=r"set value\.schema_evolution: add_columns to widen"):
+        widened_columns(iceberg("id BIGINT, amount DOUBLE", "fail"), table)
+    # Delta's tables: no type change is made or checked here.
+    delta = iceberg("id INT, amount DOUBLE", "add_columns", output={"format": "delta"})
+    assert (
+        widened_columns(
+            delta, StructType([StructField("id", LongType()), StructField("amount", FloatType())])
+        )
+        == ()
+    )

@@ -5,13 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-import yaml
 
-from eos_ingest.config.pipeline import load_pipeline
-from eos_ingest.control.store import Batch, BatchKind, BatchStatus, ControlStore
-from eos_ingest.errors import ConfigError
+from eos_ingest.control.store import Batch, BatchKind, BatchStatus
 from eos_ingest.plan.ranges import PlannedRange, TopicPartition
-from eos_ingest.service.operations import caught_up, job_records, maintain
+from eos_ingest.service.operations import caught_up, job_records
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -51,15 +48,3 @@ def test_a_jobs_records_are_its_planned_ranges_and_unknown_for_a_catch_up_at_the
     assert job_records(batch_of(99, 3), 100, until_caught_up=True) == 102  # the lag fit in one batch
     assert job_records(batch_of(100, 3), 100, until_caught_up=True) is None  # more batches may follow
     assert job_records(batch_of(), 100, until_caught_up=True) == 0
-
-
-def test_maintain_refuses_an_iceberg_pipeline_before_it_touches_anything(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("EOS_STATE_DIR", str(tmp_path / "state"))
-    doc = {"name": "orders", "topics": ["orders"], "value": {"format": "raw"},
-           "output": {"format": "iceberg", "table": "lake.orders"}}  # fmt: skip
-    (tmp_path / "orders.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
-    config = load_pipeline(tmp_path / "orders.yaml")
-
-    with pytest.raises(ConfigError, match=r"maintain runs Delta's OPTIMIZE and VACUUM.*docs/iceberg\.md"):
-        maintain(config, ControlStore(f"sqlite:///{tmp_path / 'control.db'}"), None, dry_run=True)
-    assert not (tmp_path / "state" / "tables").exists()
