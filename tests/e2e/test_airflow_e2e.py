@@ -1,6 +1,9 @@
 """Airflow end to end: `airflow standalone` started by scripts/airflow.sh (one start for tests/e2e,
 tests/e2e/conftest.py), pipeline e2e's ingest and backfill DAGs triggered through the REST API,
 checked against the control tables, the Delta table and an independent read_committed consumer.
+An idle ingest run and an invalid backfill (refused before any work) go at once, between the
+backlog's run and the valid backfill: neither may change the batches, the offsets or the table.
+(The invalid backfill was a test of its own, waiting for its run alone.)
 
 The pipeline's YAML names no broker (its default points where nothing listens); the real one (the
 session test broker) is only in the Airflow connection kafka_default, with a canary password: so every step provably uses
@@ -78,12 +81,35 @@ def test_ingest_then_backfill_through_the_rest_api(stack: Stack, spark) -> None:
     assert any(e["uri"] == config.output_path.as_uri() and e["extra"].get("batch_ids") == [b.batch_id for b in ran]
                and e["extra"].get("records_written") == 60 for e in events), events  # fmt: skip
 
-    # Nothing new: the plan short-circuits, no Spark work, and the run stays green.
+    # Two runs at once that must change nothing. Nothing new: the plan short-circuits, no Spark
+    # work, and the run stays green. An invalid backfill (partition 1 beyond its committed offset)
+    # fails at once, in record_backfill's first try, before any work; one without a reason is not
+    # even triggered.
+    version = delta_version(spark, config)
+    no_reason = api.trigger("eos_backfill__e2e", {"topic": stack.topic, "partitions": [1]})
+    assert no_reason.status_code == 400 and "reason" in no_reason.text
     idle = api.run("eos_ingest__e2e")
+    too_far = {
+        "topic": stack.topic,
+        "partitions": [1],
+        "start_offset": 0,
+        "end_offset": 10**9,
+        "reason": "too far",
+    }
+    refused = api.run("eos_backfill__e2e", too_far)
     assert finished(stack, "eos_ingest__e2e", idle) == {
         "plan": "success", "spark_ingest": "skipped", "validate": "skipped", "publish": "skipped",
     }  # fmt: skip
-    assert len(store.list_batches("e2e")) == len(ran)
+    assert api.wait_for_run("eos_backfill__e2e", refused, 300) == "failed"
+    tis = api.task_instances("eos_backfill__e2e", refused)
+    assert (tis["record_backfill"]["state"], tis["record_backfill"]["try_number"]) == ("failed", 1), tis
+    assert tis["spark_ingest"]["state"] == "upstream_failed", tis
+    log = api.task_log("eos_backfill__e2e", refused, "record_backfill")
+    assert f"topic '{stack.topic}' partition 1 range [0, {10**9})" in log, log[-3000:]
+    assert "goes beyond the committed offset" in log, log[-3000:]
+    assert len(store.list_batches("e2e")) == len(ran), "the idle run or the refused backfill made a batch"
+    assert store.committed_offsets("e2e") == committed
+    assert delta_version(spark, config) == version, "the idle run or the refused backfill wrote the table"
 
     end = min(committed.values())
     conf = {
@@ -103,36 +129,6 @@ def test_ingest_then_backfill_through_the_rest_api(stack: Stack, spark) -> None:
     report = verify_pipeline(spark, config)
     assert report.ok and report.duplicates == 0 and report.missing == 0, report.to_dict()
     assert report.expected == 60 + len(BAD_VALUES)
-
-
-def test_an_invalid_backfill_fails_at_once_and_changes_nothing(stack: Stack, spark) -> None:
-    api, config = stack.api, stack.config
-    api.wait_for_dag("eos_backfill__e2e")
-    store = ControlStore(config.control_db_url)
-    batches, committed = len(store.list_batches("e2e")), store.committed_offsets("e2e")
-    version = delta_version(spark, config) if config.output_path.exists() else None
-
-    no_reason = api.trigger("eos_backfill__e2e", {"topic": stack.topic, "partitions": [1]})
-    assert no_reason.status_code == 400 and "reason" in no_reason.text
-
-    conf = {
-        "topic": stack.topic,
-        "partitions": [1],
-        "start_offset": 0,
-        "end_offset": 10**9,
-        "reason": "too far",
-    }
-    run_id = api.run("eos_backfill__e2e", conf)
-    assert api.wait_for_run("eos_backfill__e2e", run_id, 300) == "failed"
-    tis = api.task_instances("eos_backfill__e2e", run_id)
-    assert (tis["record_backfill"]["state"], tis["record_backfill"]["try_number"]) == ("failed", 1)
-    assert tis["spark_ingest"]["state"] == "upstream_failed"
-    log = api.task_log("eos_backfill__e2e", run_id, "record_backfill")
-    assert f"topic '{stack.topic}' partition 1 range [0, {10**9})" in log
-    assert "goes beyond the committed offset" in log or "has not ingested this partition" in log
-    assert len(store.list_batches("e2e")) == batches
-    assert store.committed_offsets("e2e") == committed
-    assert (delta_version(spark, config) if config.output_path.exists() else None) == version
 
 
 def test_the_api_server_listens_on_loopback_only(stack: Stack) -> None:

@@ -3,6 +3,11 @@ log in, trigger an ingest from its DAG page, review the batch on Browse -> Inges
 the page's charts) and its data-quality report, backfill a range from the trigger form, and see an
 invalid range refused.
 
+The invalid range is one person's session with the rest: triggered from the backfill form right
+after the ingest, its run goes while the person reviews the batch, and its refusal (the reason in
+the task's log, no batch in the control DB nor on the page) is checked before the valid backfill.
+(It was a test of its own, with its own browser session, login and wait for its run.)
+
 Against the session's one `airflow standalone` (tests/e2e/conftest.py), on its pipeline ``ui``.
 Each step leaves a screenshot in $EOS_STATE_DIR/browser/<test>/NN-<step>.png. Every wait is
 bounded: Playwright's timeouts, and the REST API's wait for a run's end (RUN_TIMEOUT_S).
@@ -224,6 +229,11 @@ def test_a_person_ingests_reviews_the_quality_report_and_backfills_a_range(
     assert (batch.kind.value, batch.status.value, batch.dq_success) == ("scheduled", "committed", True)
     assert batch.records_read and batch.records_quarantined, batch  # the topic holds bad values too
 
+    # An invalid range: partition 1 beyond its committed offset, from the backfill DAG's form.
+    # Its run goes while the person reviews the batch; its refusal is checked below.
+    fill = fill_backfill_form(1, 0, 10**9, "browser test: beyond the committed offset")
+    refused_run = trigger_from_dag_page(page, stack, BACKFILL, screenshots, fill)
+
     # Browse -> Ingestion: the batch with its counts, and the charts ending at its figures.
     frame = open_ingestion(page, stack, screenshots, "ingestion-page")
     see_batch_row(frame, batch)
@@ -247,8 +257,24 @@ def test_a_person_ingests_reviews_the_quality_report_and_backfills_a_range(
     assert frame.locator(".fa-check-circle.text-success").count() >= stats["Evaluated Expectations"]
     screenshots(page, "quality-report")
 
+    # The invalid range was refused before any work: its run failed, with the refusal and its
+    # reason in the failed task's log; no new batch, not in the control DB, not on the page.
+    see_run_end(page, stack, BACKFILL, refused_run, "failed", screenshots)
+    page.goto(f"{stack.api.base_url}/dags/{BACKFILL}/runs/{refused_run}/tasks/record_backfill")
+    log = page.get_by_text(f"topic '{stack.ui_topic}' partition 1 range [0, {10**9})").first
+    expect(log).to_be_visible(timeout=UI_WAIT_MS)
+    reason = page.get_by_text(re.compile("goes beyond the committed offset|has not ingested this partition"))
+    expect(reason.first).to_be_visible(timeout=UI_WAIT_MS)
+    screenshots(page, "refusal-in-the-log")
+    now = batches(stack)
+    assert [b for b in now if b.airflow_run_id == refused_run] == [], now
+    assert sorted(b.batch_id for b in now) == sorted(known | {batch.batch_id}), now
+
     # Backfill partition 0's committed range: the page's backfill hint, pasted into the form.
+    # The page shows the control DB's batches, the ingest's the newest: none of the refused run.
     frame = open_ingestion(page, stack, screenshots, "ingestion-page-before-backfill")
+    expect(frame.locator("tr[id^=batch-]")).to_have_count(min(len(now), 20))
+    expect(frame.locator("tr[id^=batch-]").first).to_have_id(f"batch-{batch.batch_id}")
     hint = frame.locator("details.backfill").first
     hint.locator("summary").click()
     conf = json.loads(hint.locator("pre.conf").inner_text())
@@ -280,37 +306,6 @@ def test_a_person_ingests_reviews_the_quality_report_and_backfills_a_range(
     expect(frame.locator(f"#batch-{backfill.batch_id}")).to_contain_text(
         f"{stack.ui_topic}[0] [0, {committed[0]:,})"
     )
-
-
-def test_an_invalid_backfill_range_is_refused_with_its_reason(
-    stack: Stack, page: Page, screenshots: Screenshots
-) -> None:
-    from playwright.sync_api import expect
-
-    stack.api.wait_for_dag(BACKFILL)
-    log_in(page, stack, screenshots)
-    before = [b.batch_id for b in batches(stack)]
-
-    fill = fill_backfill_form(1, 0, 10**9, "browser test: beyond the committed offset")
-    run_id = trigger_from_dag_page(page, stack, BACKFILL, screenshots, fill)
-    see_run_end(page, stack, BACKFILL, run_id, "failed", screenshots)
-
-    # The refusal and its reason, in the failed task's log.
-    page.goto(f"{stack.api.base_url}/dags/{BACKFILL}/runs/{run_id}/tasks/record_backfill")
-    log = page.get_by_text(f"topic '{stack.ui_topic}' partition 1 range [0, {10**9})").first
-    expect(log).to_be_visible(timeout=UI_WAIT_MS)
-    reason = page.get_by_text(re.compile("goes beyond the committed offset|has not ingested this partition"))
-    expect(reason.first).to_be_visible(timeout=UI_WAIT_MS)
-    screenshots(page, "refusal-in-the-log")
-
-    # No new batch: not in the control DB, not on the page.
-    assert [b.batch_id for b in batches(stack)] == before
-    frame = open_ingestion(page, stack, screenshots, "ingestion-page-unchanged")
-    if before:
-        expect(frame.locator("tr[id^=batch-]")).to_have_count(min(len(before), 20))
-        expect(frame.locator(f"#batch-{max(before)}")).to_be_visible()
-    else:
-        expect(frame.get_by_text("No batches yet.")).to_be_visible()
 
 
 def test_the_ingestion_page_follows_the_browsers_dark_mode(

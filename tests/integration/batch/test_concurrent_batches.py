@@ -5,7 +5,7 @@ by default). Each must exit 0 (a lost race costs a retry), and every committed r
 the table exactly once, as verify's read_committed rescan of the topic finds it.
 
 On an s3a table the same race goes through the control DB as Delta's commit coordinator:
-tests/integration/storage/test_s3a_concurrent_batches.py."""
+tests/integration/storage/test_s3a_operations.py (its second batch)."""
 
 from __future__ import annotations
 

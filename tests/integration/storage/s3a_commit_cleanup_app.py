@@ -1,7 +1,7 @@
-"""A Spark application for test_s3a_commit_cleanup.py: appends one row per commit to an s3a Delta
-table through the commit coordinator with a small keep_versions, then acts as a writer that paused
-for a long time before its commit insert (a zombie) and tries to take an old version whose entry
-the cleanup has deleted.
+"""A Spark application for test_s3a_commit_cleanup.py (as a role with the documented grants only):
+appends one row per commit to an s3a Delta table through the commit coordinator with a small
+keep_versions, then acts as a writer that paused for a long time before its commit insert (a
+zombie) and tries to take an old version whose entry the cleanup has deleted.
 
     spark-submit ... s3a_commit_cleanup_app.py <table> <commits> <keep_versions> <zombie_version>
 

@@ -1,6 +1,5 @@
-"""A Spark application for the commit coordinator's tests (test_s3a_commit_grants.py,
-test_s3a_recreate_table.py, test_s3a_commit_timeout.py): appends one row per Delta commit to an
-s3a table through JdbcLogStore.
+"""A Spark application for test_s3a_commit_timeout.py: appends one row per Delta commit to an s3a
+table through JdbcLogStore.
 
     spark-submit ... s3a_coordinator_app.py append <table> <first n> <commits>
     spark-submit ... s3a_coordinator_app.py stall <table> <folder>

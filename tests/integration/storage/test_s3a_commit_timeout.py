@@ -3,7 +3,17 @@ connection goes through a TCP proxy (in this test) that, once armed, stops forwa
 commit's entry insert (the INSERT is held, never answered) and leaves every new connection
 unanswered. The commit fails within the store's timeouts with one error naming them, instead of
 hanging while Delta's lock on the path is held; the Delta table is as before; once the proxy
-forwards again, the next commit succeeds. On s3proxy with a PostgreSQL control DB (no mock)."""
+forwards again, the next commit succeeds.
+
+Then that table, versions 0 and 1, is recreated at the same path after its objects were deleted
+(docs/formats.md: what to do when a key format changes): the coordinator still holds the old log's
+entries, and an unfinished one (a writer of the old table killed mid-commit, whose temporary file
+went with the table). The new table's version 0 is written, the old entries are forgotten, and
+delta-rs sees only the new table. (test_s3a_recreate_table.py, which wrote an old table of its own
+in a Spark application of its own first, was merged in here: this test's table serves as the old
+one.)
+
+On s3proxy with a PostgreSQL control DB (no mock)."""
 
 from __future__ import annotations
 
@@ -13,14 +23,16 @@ import socket
 import subprocess
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.storage.object_stores import S3Access, coordinator_conf, delta_rs_uri
-from tests.s3a_helpers import commit_entries, spark_app_argv
+from tests.s3a_helpers import commit_entries, delete_objects, s3_objects, spark_app_argv
 
 pytestmark = pytest.mark.integration
 postgres_only = pytest.mark.parametrize("control_db_url", ["postgresql"], indirect=True)
@@ -106,7 +118,7 @@ def wait_for(path: Path, job: subprocess.Popen[str], log: Path, timeout_s: float
 
 
 @postgres_only
-def test_a_database_that_stops_answering_mid_commit_fails_the_commit_in_bounded_time(
+def test_a_database_that_stops_answering_mid_commit_fails_the_commit_in_bounded_time_then_the_table_is_recreated(
     s3_server, control_db_url, tmp_path
 ) -> None:
     db = make_url(control_db_url)
@@ -177,3 +189,37 @@ def test_a_database_that_stops_answering_mid_commit_fails_the_commit_in_bounded_
             job.kill()
             job.wait(timeout=60)
         proxy.close()
+
+    # The table is deleted as an operator deletes it: every object under its path. A writer of
+    # the old table had taken version 2 and was killed before its copy: its entry is unfinished
+    # and names a temporary file that is gone with the rest.
+    delete_objects(s3_server.env, table)
+    assert s3_objects(s3_server.env, table) == []
+    old = {n.split(".")[0] for _, n, _ in commit_entries(control_db_url, table)}
+    assert old >= {f"{v:020d}" for v in range(2)}, old
+    engine = create_engine(control_db_url)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO eos_delta_commits (table_path, file_name, temp_path, complete) VALUES (:t, :f, :p, false)"
+            ),
+            {"t": table, "f": f"{2:020d}.json", "p": f".tmp/{2:020d}.json.{uuid.uuid4()}"},
+        )
+    engine.dispose()
+
+    # The new table, its coordinator straight on the database: versions 0 and 1, new rows only.
+    recreate_log = tmp_path / "new.log"
+    with recreate_log.open("w") as err:
+        new = subprocess.run(
+            [*spark_app_argv(APP), "append", table, "100", "2"],
+            env={**spark_submit_env(), **s3_server.env, "EOS_TEST_CONTROL_DB_URL": control_db_url},
+            stdout=subprocess.PIPE, stderr=err, text=True, timeout=1200, check=False,
+        )  # fmt: skip
+    assert new.returncode == 0, f"{new.stdout}\n{recreate_log.read_text()[-6000:]}"
+    assert [int(n) for n in new.stdout.split()[1::2]] == [0, 1]
+    entries = [(n, done) for path, n, done in commit_entries(control_db_url, table) if path == table]
+    versions = sorted({int(n.split(".")[0]) for n, _ in entries})
+    assert versions == [0, 1] and all(done for _, done in entries), entries
+    read = DeltaTable(delta_rs_uri(table), storage_options=options)
+    assert read.version() == 1
+    assert sorted(read.to_pyarrow_table()["n"].to_pylist()) == [100, 101]
