@@ -20,7 +20,7 @@ import os
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from eos_ingest.connections.kafka import connection_env_name, parse_connection
+from eos_ingest.config.airflow_connection import connection_env_name, parse_connection
 from eos_ingest.errors import ConfigError
 
 AWS_CONN_TYPE = "aws"

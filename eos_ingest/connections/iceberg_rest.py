@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from eos_ingest.connections.kafka import connection_env_name
+from eos_ingest.config.airflow_connection import connection_env_name
 
 if TYPE_CHECKING:
     from eos_ingest.config.pipeline import PipelineConfig

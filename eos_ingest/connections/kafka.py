@@ -21,14 +21,13 @@ job resolves them against the file again (``with_kafka_overrides``). Only the fu
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
 
+from eos_ingest.config.airflow_connection import connection_env_name, parse_connection
 from eos_ingest.config.pipeline import PipelineConfig, replaced
 from eos_ingest.errors import ConfigError
 from eos_ingest.redact import is_secret_key
@@ -142,11 +141,6 @@ def shown_settings(settings: Mapping[str, str]) -> dict[str, str]:
     return {k: "***" if is_secret_key(k) else v for k, v in settings.items()}
 
 
-def connection_env_name(conn_id: str) -> str:
-    """The environment variable Airflow reads a connection from: ``AIRFLOW_CONN_<ID>``."""
-    return f"AIRFLOW_CONN_{conn_id.upper()}"
-
-
 def connection_settings_from_env(conn_id: str | None, environ: Mapping[str, str]) -> dict[str, str] | None:
     """The librdkafka settings of connection `conn_id` defined in ``AIRFLOW_CONN_<ID>``, or None.
 
@@ -169,53 +163,6 @@ def connection_settings_from_env(conn_id: str | None, environ: Mapping[str, str]
             f"provider's type {KAFKA_CONN_TYPE!r} whose extra is librdkafka config"
         )
     return settings_from_extra(extra, conn_id)
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvConnection:
-    """An Airflow connection as spelled in ``AIRFLOW_CONN_<ID>`` (the password never shown)."""
-
-    conn_type: str | None
-    login: str | None
-    password: str | None = dataclasses.field(repr=False)
-    extra: dict[str, Any]
-
-
-def parse_connection(raw: str, name: str, expected_type: str) -> EnvConnection:
-    """Airflow's two spellings of a connection in variable `name`: JSON (``{"conn_type": ...,
-    "login": ..., "extra": {...}}``) or a URI (``type://login:password@?key=value``, each query
-    parameter an extra key, or ``__extra__`` holding the JSON). A bad value is a ConfigError that
-    never repeats it (it may hold secrets); `expected_type` only shapes the example in it."""
-    fix = f'{name} must be Airflow connection JSON ({{"conn_type": "{expected_type}", "extra": {{...}}}}) or a URI'
-    if raw.startswith("{"):
-        try:
-            doc = json.loads(raw)
-            extra = doc.get("extra") or {}
-            extra = json.loads(extra) if isinstance(extra, str) else extra
-        except (json.JSONDecodeError, AttributeError):
-            raise ConfigError(f"{name} is not valid JSON; {fix}") from None
-        if not isinstance(extra, dict):
-            raise ConfigError(f"{name}: 'extra' is not a JSON object; {fix}")
-        return EnvConnection(doc.get("conn_type"), doc.get("login"), doc.get("password"), extra)
-    parts = urlsplit(raw)
-    if not parts.scheme:
-        raise ConfigError(f"{name} has no connection type; {fix}")
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    if "__extra__" in query:
-        try:
-            extra = json.loads(query["__extra__"])
-        except json.JSONDecodeError:
-            raise ConfigError(f"{name}: its __extra__ is not valid JSON; {fix}") from None
-    else:
-        extra = query
-    if not isinstance(extra, dict):
-        raise ConfigError(f"{name}: its __extra__ is not a JSON object; {fix}")
-    return EnvConnection(
-        parts.scheme.replace("-", "_"),
-        unquote(parts.username) if parts.username else None,
-        unquote(parts.password) if parts.password else None,
-        extra,
-    )
 
 
 def config_for_cli(

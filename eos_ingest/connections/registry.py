@@ -18,8 +18,8 @@ import json
 from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit
 
+from eos_ingest.config.airflow_connection import connection_env_name
 from eos_ingest.config.pipeline import PipelineConfig, replaced
-from eos_ingest.connections.kafka import connection_env_name
 from eos_ingest.errors import ConfigError
 
 

@@ -15,26 +15,20 @@ URI spelling): the ingest DAG's task sets that variable for spark-submit from Ai
 store (connections/iceberg_rest.py), the CLI takes the operator's own, as for the Schema Registry.
 The properties reach Spark as session settings of the running job (iceberg_catalog.py), never a
 spark-submit command line. Here in storage, not connections/, because the catalog reads it when it
-is built (a layer may not import its sibling); the spelling is Airflow's, as connections/kafka.py
-reads it.
+is built (a layer may not import its sibling); the connection is parsed by config/airflow_connection.py,
+as every connection of the CLI and the job is.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
 
+from eos_ingest.config.airflow_connection import connection_env_name, parse_connection
 from eos_ingest.errors import ConfigError
 
 SECRET_PROPERTIES = ("credential", "token")
 _EXTRA_KEYS = ("token", "scope", "oauth2-server-uri")
-
-
-def connection_env_name(conn_id: str) -> str:
-    """The environment variable Airflow reads a connection from (as connections/kafka.py)."""
-    return f"AIRFLOW_CONN_{conn_id.upper()}"
 
 
 def properties_from_fields(
@@ -82,33 +76,5 @@ def properties_from_env(conn_id: str | None, environ: Mapping[str, str]) -> dict
             f"OAuth2 client id and secret, or its password alone a bearer token), set {name} outside Airflow, "
             "or remove output.catalog.conn_id for a catalog without credentials"
         )
-    login, password, extra = _parse(raw, name)
-    return properties_from_fields(conn_id, login, password, extra)
-
-
-def _parse(raw: str, name: str) -> tuple[str | None, str | None, dict[str, Any]]:
-    """login, password and extra of Airflow's JSON or URI spelling; an error never repeats the
-    value (it holds secrets)."""
-    fix = f'{name} must be Airflow connection JSON ({{"conn_type": "http", "login": ...}}) or a URI'
-    if raw.startswith("{"):
-        try:
-            doc = json.loads(raw)
-            extra = doc.get("extra") or {}
-            extra = json.loads(extra) if isinstance(extra, str) else extra
-        except (json.JSONDecodeError, AttributeError):
-            raise ConfigError(f"{name} is not valid JSON; {fix}") from None
-        if not isinstance(extra, dict):
-            raise ConfigError(f"{name}: 'extra' is not a JSON object; {fix}")
-        return doc.get("login"), doc.get("password"), extra
-    parts = urlsplit(raw)
-    if not parts.scheme:
-        raise ConfigError(f"{name} has no connection type; {fix}")
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    try:
-        extra = json.loads(query["__extra__"]) if "__extra__" in query else query
-    except json.JSONDecodeError:
-        raise ConfigError(f"{name}: its __extra__ is not valid JSON; {fix}") from None
-    if not isinstance(extra, dict):
-        raise ConfigError(f"{name}: its __extra__ is not a JSON object; {fix}")
-    login = unquote(parts.username) if parts.username else None
-    return login, unquote(parts.password) if parts.password else None, extra
+    conn = parse_connection(raw, name, "http")
+    return properties_from_fields(conn_id, conn.login, conn.password, conn.extra)
