@@ -211,6 +211,30 @@ class StagedBranch:
             log.warning("could not remove the branch %s of %s", self.branch, self.identifier, exc_info=True)
 
 
+def commit_refs(table: Any, what: str, change: Callable[[Any], Any]) -> None:
+    """One commit of branch changes, change(table.manageSnapshots()), on the table as it is now.
+    Why a lost one is a PublishConflictError: the change is built on the metadata it read, and
+    Iceberg refuses it when another writer's commit (a publish, another attempt's branch) landed
+    since ("Table metadata refresh is required") rather than applying it anew; the caller's try
+    starts over from a fresh stage, as after a refused fast-forward."""
+    table.refresh()
+    try:
+        change(table.manageSnapshots()).commit()
+    except Exception as exc:
+        if not _lost_race(exc):
+            raise
+        raise PublishConflictError(f"{what} lost to a concurrent commit: {_message(exc)}") from exc
+
+
+def cut_branch(table: Any, branch: str) -> None:
+    """Cut `branch` at main's current snapshot, replacing this attempt's own from a try whose
+    removal failed."""
+    table.refresh()
+    if table.refs().containsKey(branch):
+        commit_refs(table, f"removing the branch {branch}", lambda refs: refs.removeBranch(branch))
+    commit_refs(table, f"cutting the branch {branch}", lambda refs: refs.createBranch(branch))
+
+
 def remove_branch(table: Any, branch: str | None) -> None:
     """Remove `branch` from `table` if it is there."""
     table.refresh()
@@ -228,10 +252,13 @@ def remove_stale_branches(table: Any, batch_id: int, fence: int) -> list[str]:
         if name.startswith(prefix) and name[len(prefix) :].isdigit() and int(name[len(prefix) :]) <= fence:
             stale.append(str(name))
     if stale:
-        update = table.manageSnapshots()
-        for name in stale:
-            update = update.removeBranch(name)
-        update.commit()
+
+        def remove(refs: Any) -> Any:
+            for name in stale:
+                refs = refs.removeBranch(name)
+            return refs
+
+        commit_refs(table, f"removing the branches {stale}", remove)
     return stale
 
 

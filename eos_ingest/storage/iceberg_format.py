@@ -25,6 +25,7 @@ from eos_ingest.storage.iceberg_branch import (
     PublishConflictError,
     StagedBranch,
     branch_name,
+    cut_branch,
     marker,
     newest_write,
     remove_stale_branches,
@@ -86,10 +87,7 @@ class IcebergFormat:
             evolve_table(spark, table, rows)
         rows = fill_missing(rows, spark_schema(spark, table))
         branch = branch_name(batch_id, txn)
-        table.refresh()
-        if table.refs().containsKey(branch):  # this attempt's own, from a try whose removal failed
-            table.manageSnapshots().removeBranch(branch).commit()
-        table.manageSnapshots().createBranch(branch).commit()  # at main's current snapshot
+        cut_branch(table, branch)
         staged = StagedBranch(
             identifier,
             False,

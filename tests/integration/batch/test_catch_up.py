@@ -31,14 +31,15 @@ def test_a_kill_in_a_later_batch_loses_only_that_batch_and_a_rerun_catches_up_in
 ) -> None:
     topic = make_topic(partitions=2)
     # 350 committed and 50 aborted records over the 2 partitions (planned_batch adds 300 + 50),
-    # in batches of at most 60 offsets per partition: several batches.
+    # about 205 offsets a partition with the markers, in batches of at most 80 offsets per
+    # partition: 3 batches (the kill in the second, the rerun runs the second and the third).
     TxProducer(kafka_bootstrap).transaction(
         topic, [{"id": 1000 + i, "name": "z", "amount": 3.0} for i in range(50)], commit=True
     )
     config, store, first = planned_batch(
         kafka_bootstrap,
         topic,
-        lambda t, url: make_pipeline(t, url, max_records_per_partition=60),
+        lambda t, url: make_pipeline(t, url, max_records_per_partition=80),
         control_db_url,
     )
 

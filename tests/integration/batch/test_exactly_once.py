@@ -220,7 +220,7 @@ def test_a_pipeline_of_two_topics(spark, kafka_bootstrap, make_topic, make_pipel
     assert report.ok and report.expected == 50, report.to_dict()
 
 
-@on_cases(("sqlite", "delta"), ("postgresql", "delta"), ("sqlite", "iceberg"))
+@on_cases(("postgresql", "delta"), ("sqlite", "iceberg"))
 def test_malformed_values_go_to_quarantine_with_their_identity(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 from eos_ingest.batch.sequence import PAUSE_BEFORE_TABLE_COMMIT_ENV, execute_batch
 from eos_ingest.cli import open_store, plan_batch
@@ -73,14 +74,16 @@ def planned_over_existing_tables(spark, kafka_bootstrap, make_topic, make_pipeli
 def commit_beside(spark, config, which: str, n: int = 1) -> None:
     """Another writer's commit to the table (`which`) that adds no row: on Delta a table property
     (it conflicts with any transaction open on the table), on Iceberg an empty append to main (main
-    moves, so a branch cut before it can no longer be fast-forwarded)."""
+    moves, so a branch cut before it can no longer be fast-forwarded). Both take milliseconds, also
+    on a loaded machine: Delta's is delta-rs's, not an ALTER TABLE through the test's Spark session,
+    which took seconds there and let a job's try land between two of them."""
     if config.output.format == "iceberg":
         name = config.output.table if which == TABLE else config.output.quarantine_table
         table = IcebergCatalog.of(config).java_table(spark, name)
         table.newAppend().set("eos.test.commit", str(n)).commit()
         return
     path = config.output_path if which == TABLE else config.quarantine_path
-    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('eos.test.commit' = '{n}')")
+    DeltaTable(str(path)).alter.set_table_properties({"eos.test.commit": str(n)}, raise_if_not_exists=False)
 
 
 @sqlite_only
@@ -105,7 +108,7 @@ def test_a_write_conflict_past_the_retries_leaves_the_batch_planned_and_the_job_
             for which in (TABLE, QUARANTINE):
                 n += 1
                 commit_beside(spark, config, which, n)
-            time.sleep(0.05)
+            time.sleep(0.2)  # 5 commits a second on each table: several in any try's window (~1 s)
 
     thread = threading.Thread(target=hammer)
     thread.start()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from eos_ingest.plan.ranges import PlannedRange
+from eos_ingest.storage import iceberg_branch
 from eos_ingest.storage.iceberg_branch import PublishConflictError, StagedBranch
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
 from eos_ingest.storage.iceberg_format import IcebergFormat
@@ -167,6 +168,49 @@ def test_a_publish_that_loses_to_a_commit_on_main_is_staged_and_checked_anew_and
         [(0, o, "ours") for o in range(4)] + [(1, o, "theirs") for o in range(4)]
     )
     assert result.version == iceberg.catalog.java_table(spark, TABLE).currentSnapshot().snapshotId()
+
+
+def test_a_branch_cut_that_loses_to_a_commit_on_main_is_cut_anew_and_lands_once(
+    spark, iceberg, monkeypatch
+) -> None:
+    """Another writer's commit landing between the stage's read of main and its branch cut: Iceberg
+    refuses the cut ("Table metadata refresh is required"); the try starts over (found by an ingest
+    and an overlapping backfill at once, where the backfill exited 1 instead)."""
+    topic = f"t{next(_topics)}"
+    ranges = [PlannedRange(topic, 0, 0, 4)]
+    cuts: list[str] = []
+    real = iceberg_branch.commit_refs
+
+    def racing(table, what: str, change):
+        if what.startswith("cutting"):
+            cuts.append(what)
+            if len(cuts) == 1:
+
+                def after_a_commit_on_main(refs):
+                    other = iceberg.catalog.java_table(spark, TABLE)  # another handle: another writer
+                    other.newAppend().set("eos.test.commit", topic).commit()
+                    return change(refs)
+
+                return real(table, what, after_a_commit_on_main)
+        return real(table, what, change)
+
+    monkeypatch.setattr(iceberg_branch, "commit_refs", racing)
+    result = iceberg.commit_staged(
+        lambda: iceberg.stage(
+            spark, frame(spark, topic, range(4), 7, "ours"), TABLE, ranges, 7, txn=Txn(topic, 1)
+        ),
+        TABLE,
+        7,
+        txn=Txn(topic, 1),
+        backoff_s=0.01,
+    )
+
+    assert result.attempts == 2 and len(cuts) == 2
+    assert rows_on(spark, iceberg, topic) == [(o, "ours") for o in range(4)]
+    assert not any(
+        str(name).startswith("eos_batch7_")
+        for name in iceberg.catalog.java_table(spark, TABLE).refs().keySet()
+    )
 
 
 def test_a_table_is_created_with_the_pipelines_partition_transforms(spark, iceberg) -> None:
