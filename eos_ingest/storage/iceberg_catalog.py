@@ -225,17 +225,9 @@ def jdbc_settings(uri: str) -> dict[str, str]:
 
 def pyiceberg_s3(access: S3Access) -> dict[str, str]:
     """pyiceberg's FileIO properties of an S3 API store (path-style requests, as hadoop-aws's)."""
-    found = {
-        key: value
-        for key, value in (
-            ("s3.endpoint", access.endpoint),
-            ("s3.region", access.region or "us-east-1"),
-            ("s3.access-key-id", access.access_key),
-            ("s3.secret-access-key", access.secret_key),
-            ("s3.session-token", access.session_token),
-        )
-        if value
-    }
+    found = access.named(
+        "s3.endpoint", "s3.region", "s3.access-key-id", "s3.secret-access-key", "s3.session-token"
+    )
     found["s3.force-virtual-addressing"] = "false"
     return found
 

@@ -62,6 +62,23 @@ class S3Access:
     def __repr__(self) -> str:  # a repr in a log or traceback must not carry the secret
         return f"S3Access(endpoint={self.endpoint!r}, region={self.region!r}, access_key=***)"
 
+    def named(
+        self, endpoint: str, region: str, access_key: str, secret_key: str, session_token: str
+    ) -> dict[str, str]:
+        """The access under one client's property names (delta-rs's, pyiceberg's): the fields
+        that have a value, the region us-east-1 unless set."""
+        return {
+            name: value
+            for name, value in (
+                (endpoint, self.endpoint),
+                (region, self.region or "us-east-1"),
+                (access_key, self.access_key),
+                (secret_key, self.secret_key),
+                (session_token, self.session_token),
+            )
+            if value
+        }
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> S3Access:
         env = os.environ if environ is None else environ
@@ -97,17 +114,13 @@ class S3Access:
 
     def storage_options(self) -> dict[str, str]:
         """delta-rs (object_store) options: the same store, read only (no locking option needed)."""
-        options = {
-            name: value
-            for name, value in (
-                ("AWS_ENDPOINT_URL", self.endpoint),
-                ("AWS_REGION", self.region or "us-east-1"),
-                ("AWS_ACCESS_KEY_ID", self.access_key),
-                ("AWS_SECRET_ACCESS_KEY", self.secret_key),
-                ("AWS_SESSION_TOKEN", self.session_token),
-            )
-            if value
-        }
+        options = self.named(
+            "AWS_ENDPOINT_URL",
+            "AWS_REGION",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+        )
         if self.endpoint and self.endpoint.startswith("http://"):
             options["AWS_ALLOW_HTTP"] = "true"
         if self.endpoint:
