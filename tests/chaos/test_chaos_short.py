@@ -1,7 +1,7 @@
 """A short chaos run (bench/chaos, the code of `make chaos`) on its own broker and PostgreSQL, once
-per table format: about 2.5-3 minutes each on a 2-core machine (Delta 152-153 s alone, up to 190 s
-beside other tests, with 5 kills 7.7 minutes; Iceberg 113-114 s alone, its maintain killed under
-the VACUUM lock too). It must end with exactly one
+per table format: about 2.5-3 minutes each on a 2-core machine (Delta 152-153 s alone, 172-176 s
+beside other tests in make test, with 5 kills 7.7 minutes; Iceberg 113-114 s alone, 148-154 s in
+make test, its maintain killed under the VACUUM lock too). It must end with exactly one
 copy of every committed record, after every fault it was asked for happened."""
 
 from __future__ import annotations
