@@ -301,31 +301,13 @@ AWS_CONN = {
 }
 
 
-def test_the_ingest_dag_gives_the_job_the_aws_connections_endpoint_and_keys_in_its_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """spark_ingest of an s3a pipeline with aws_conn_id: Airflow's own connection lookup (an aws
-    connection read as a Connection object, without the Amazon provider installed) gives the
-    spark-submit environment the AWS_* variables, the command line gets the coordinator's class
-    and no secret. Only spark-submit itself is replaced."""
+def execute_ingest_task(dag: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Execute `dag`'s spark_ingest for batch 7 of lake.yaml, planned (a stand-in control store's
+    answer), up to spark-submit, and return what SparkSubmitOperator got: env, conf and jars."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    from eos_ingest.connections import aws as aws_conn
     from eos_ingest.service import operations
-    from eos_ingest.storage.object_stores import LOG_STORE_CLASS, S3Access
 
-    doc = {
-        "name": "lake", "topics": ["orders"], "value": {"format": "raw"}, "schedule": None,
-        "kafka": {"bootstrap.servers": "127.0.0.1:9"}, "kafka_conn_id": None, "aws_conn_id": "lake_s3",
-        "output": {"path": "s3a://lake/tables/orders"},
-        "control_db_url": "postgresql+psycopg://eos@127.0.0.1:9/eos",  # never reached: the store is faked
-    }  # fmt: skip
-    (tmp_path / "lake.yaml").write_text(json.dumps(doc))
-    monkeypatch.setenv("AIRFLOW_CONN_LAKE_S3", json.dumps(AWS_CONN))
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
-    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"):
-        monkeypatch.delenv(name, raising=False)
-    dag = dag_bag(tmp_path, monkeypatch).dags["eos_ingest__lake"]
     task = copy.copy(dag.get_task("spark_ingest"))
     task.application_args = ["--config-file", "lake.yaml", "--batch-id", "7", "--until-caught-up", "False"]
 
@@ -342,6 +324,33 @@ def test_the_ingest_dag_gives_the_job_the_aws_connections_endpoint_and_keys_in_i
 
     monkeypatch.setattr(SparkSubmitOperator, "execute", spark_submit)
     task.execute(context={})
+    return submitted
+
+
+def test_the_ingest_dag_gives_the_job_the_aws_connections_endpoint_and_keys_in_its_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spark_ingest of an s3a pipeline with aws_conn_id: Airflow's own connection lookup (an aws
+    connection read as a Connection object, without the Amazon provider installed) gives the
+    spark-submit environment the AWS_* variables, the command line gets the coordinator's class
+    and no secret. Only spark-submit itself is replaced."""
+
+    from eos_ingest.connections import aws as aws_conn
+    from eos_ingest.storage.object_stores import LOG_STORE_CLASS, S3Access
+
+    doc = {
+        "name": "lake", "topics": ["orders"], "value": {"format": "raw"}, "schedule": None,
+        "kafka": {"bootstrap.servers": "127.0.0.1:9"}, "kafka_conn_id": None, "aws_conn_id": "lake_s3",
+        "output": {"path": "s3a://lake/tables/orders"},
+        "control_db_url": "postgresql+psycopg://eos@127.0.0.1:9/eos",  # never reached: the store is faked
+    }  # fmt: skip
+    (tmp_path / "lake.yaml").write_text(json.dumps(doc))
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_S3", json.dumps(AWS_CONN))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    dag = dag_bag(tmp_path, monkeypatch).dags["eos_ingest__lake"]
+    submitted = execute_ingest_task(dag, monkeypatch)
 
     env = submitted["env"]
     assert {k: env[k] for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")} == {
@@ -370,10 +379,8 @@ def test_the_ingest_task_gives_the_job_the_iceberg_rest_catalogs_connection_in_i
     AIRFLOW_CONN_<ID> in its environment, from which the job's catalog takes its OAuth2
     credential; nothing of it is on the command line."""
     from airflow.models.connection import Connection
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
     from eos_ingest.config.pipeline import load_pipeline
-    from eos_ingest.service import operations
     from eos_ingest.storage.iceberg_catalog import IcebergCatalog
 
     catalog = {"type": "rest", "uri": "https://catalog.example/api", "conn_id": "lake_rest"}
@@ -395,22 +402,7 @@ def test_the_ingest_task_gives_the_job_the_iceberg_rest_catalogs_connection_in_i
     assert bag.import_errors == {} and "eos_ingest__lake" in bag.dags, bag.import_errors
     assert "eos_lake.lake.orders" in (bag.dags["eos_ingest__lake"].doc_md or "")
     monkeypatch.setattr("airflow.sdk.BaseHook.get_connection", lambda conn_id: connections[conn_id])
-    task = copy.copy(bag.dags["eos_ingest__lake"].get_task("spark_ingest"))
-    task.application_args = ["--config-file", "lake.yaml", "--batch-id", "7", "--until-caught-up", "False"]
-
-    class Planned:  # the control store's answer for batch 7
-        status = kind = type("Value", (), {"value": "planned"})()
-        ranges: tuple[()] = ()
-
-    store = type("Store", (), {"get_batch": lambda self, batch_id: Planned()})()
-    monkeypatch.setattr(operations, "open_store", lambda config: store)
-    submitted: dict[str, Any] = {}
-
-    def spark_submit(self: SparkSubmitOperator, context: Any) -> None:
-        submitted.update(env=dict(self.env_vars or {}), conf=dict(self.conf or {}), jars=self.jars)
-
-    monkeypatch.setattr(SparkSubmitOperator, "execute", spark_submit)
-    task.execute(context={})
+    submitted = execute_ingest_task(bag.dags["eos_ingest__lake"], monkeypatch)
 
     env = submitted["env"]
     job_catalog = IcebergCatalog.of(load_pipeline(tmp_path / "lake.yaml"), env)

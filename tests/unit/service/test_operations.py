@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 import yaml
 
 from eos_ingest.config.pipeline import load_pipeline
-from eos_ingest.control.store import Batch, BatchKind, BatchStatus, ControlStore
+from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import ConfigError
 from eos_ingest.plan.ranges import PlannedRange, TopicPartition
 from eos_ingest.service.operations import caught_up, job_records, maintain
+from tests.fixtures.batches import batch_row
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -32,17 +31,7 @@ def test_caught_up(committed, target, expected) -> None:
 
 
 def batch_of(*lengths: int) -> Batch:
-    none = dict.fromkeys(
-        ("records_read", "records_written", "records_quarantined", "delta_version",
-         "quarantine_delta_version", "dq_success", "dq_result", "dq_report_path", "override_note",
-         "error", "airflow_run_id", "committed_at"),
-    )  # fmt: skip
-    now = datetime.now(UTC)
-    ranges = tuple(PlannedRange("t", p, 100, 100 + n) for p, n in enumerate(lengths))
-    return Batch(
-        batch_id=1, pipeline="p", kind=BatchKind.SCHEDULED, status=BatchStatus.PLANNED, fence=0,
-        created_at=now, updated_at=now, ranges=ranges, **none,
-    )  # fmt: skip
+    return batch_row(1, *(PlannedRange("t", p, 100, 100 + n) for p, n in enumerate(lengths)))
 
 
 def test_a_jobs_records_are_its_planned_ranges_and_unknown_for_a_catch_up_at_the_cap() -> None:

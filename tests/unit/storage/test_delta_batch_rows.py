@@ -4,7 +4,6 @@ Spark)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,10 +11,11 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from eos_ingest.control.queries import Batch
-from eos_ingest.control.schema import BatchKind, BatchStatus
+from eos_ingest.control.schema import BatchStatus
 from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.storage import batch_rows
 from eos_ingest.storage.delta_reader import batch_files, committed_rows
+from tests.fixtures.batches import batch_row
 
 
 @pytest.fixture(autouse=True, params=["filter", "join"])
@@ -26,11 +26,7 @@ def rows_kept_by(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 
 
 def batch(batch_id: int, *ranges: PlannedRange) -> Batch:
-    now = datetime.now(UTC)
-    return Batch(
-        batch_id, "p", BatchKind.SCHEDULED, BatchStatus.COMMITTED, 1, None, None, None, None, None,
-        None, None, None, None, None, None, now, now, now, tuple(ranges),
-    )  # fmt: skip
+    return batch_row(batch_id, *ranges, status=BatchStatus.COMMITTED, fence=1)
 
 
 def rows(topic: str, partition: int, offsets: range, batch_id: int) -> pa.Table:

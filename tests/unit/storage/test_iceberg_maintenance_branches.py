@@ -6,22 +6,17 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from eos_ingest.control.store import Batch, BatchKind, BatchStatus
+from eos_ingest.control.store import Batch, BatchStatus
 from eos_ingest.storage.iceberg_maintenance import branch_in_flight, stale_branches
+from tests.fixtures.batches import batch_row
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 
 
 def batch(batch_id: int, status: BatchStatus, fence: int, updated: timedelta = timedelta(hours=1)) -> Batch:
-    none = dict.fromkeys(
-        ("records_read", "records_written", "records_quarantined", "delta_version",
-         "quarantine_delta_version", "dq_success", "dq_result", "dq_report_path", "override_note",
-         "error", "airflow_run_id", "committed_at"),
-    )  # fmt: skip
-    return Batch(
-        batch_id=batch_id, pipeline="p", kind=BatchKind.SCHEDULED, status=status, fence=fence,
-        created_at=NOW - timedelta(hours=2), updated_at=NOW - updated, ranges=(), **none,
-    )  # fmt: skip
+    return batch_row(
+        batch_id, status=status, fence=fence, created_at=NOW - timedelta(hours=2), updated_at=NOW - updated
+    )
 
 
 def test_only_a_planned_batch_s_current_fence_or_a_just_abandoned_one_is_in_flight() -> None:

@@ -6,23 +6,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from eos_ingest.control.store import Batch, BatchKind, BatchStatus
+from eos_ingest.control.store import Batch, BatchKind
 from eos_ingest.errors import ConfigError
 from eos_ingest.storage.maintenance import DEFAULT_RETENTION_HOURS, vacuum_retention_hours
+from tests.fixtures.batches import batch_row
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
 
 def planned(batch_id: int, age: timedelta, kind: BatchKind = BatchKind.SCHEDULED) -> Batch:
-    none = dict.fromkeys(
-        ("records_read", "records_written", "records_quarantined", "delta_version",
-         "quarantine_delta_version", "dq_success", "dq_result", "dq_report_path", "override_note",
-         "error", "airflow_run_id", "committed_at"),
-    )  # fmt: skip
-    return Batch(
-        batch_id=batch_id, pipeline="p", kind=kind, status=BatchStatus.PLANNED, fence=0,
-        created_at=NOW - age, updated_at=NOW - age, ranges=(), **none,
-    )  # fmt: skip
+    return batch_row(batch_id, kind=kind, created_at=NOW - age)
 
 
 def test_without_a_planned_batch_the_default_is_delta_s_seven_days_and_a_request_is_taken() -> None:
