@@ -25,10 +25,11 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 DURATIONS = Path(__file__).with_name("durations.json")
-# The e2e files served by the shared Airflow stack; test_airflow_cluster.py runs its own Airflow.
+# The e2e files served by the shared Airflow stack (all but the docker compose one).
 SHARED_STACK_FILES = frozenset(
     f"tests/e2e/{name}.py"
     for name in (
+        "test_airflow_cluster",
         "test_airflow_e2e",
         "test_airflow_ui_browser",
         "test_sasl_ssl_e2e",

@@ -63,7 +63,7 @@ def _tail(config: PipelineConfig, batch_task: str, batch_id: Any, until_caught_u
         pipeline_file=pipeline_file,
         batch_task=batch_task,
         until_caught_up=until_caught_up,
-        conn_id="spark_default",
+        conn_id=config.spark_conn_id,
         retries=2,
         retry_delay=timedelta(minutes=1),
         execution_timeout=timedelta(hours=4),

@@ -95,6 +95,12 @@ def check_conn_id(value: Any) -> str | None:
     return value
 
 
+def check_required_conn_id(value: Any) -> str:
+    if not (isinstance(value, str) and value.strip()):
+        raise problem("give an Airflow connection id (leave the key out for the default)")
+    return value
+
+
 def check_flag(value: Any) -> bool:
     if isinstance(value, str) and value.lower() in ("true", "false"):
         value = value.lower() == "true"  # what a ${VAR} gives is always a string
@@ -128,6 +134,7 @@ def check_schedule(value: Any) -> str | None:
 
 Schedule = Annotated[str | None, BeforeValidator(check_schedule)]
 ConnId = Annotated[str | None, BeforeValidator(check_conn_id)]
+RequiredConnId = Annotated[str, BeforeValidator(check_required_conn_id)]
 
 S = TypeVar("S", bound=Section)
 

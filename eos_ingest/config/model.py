@@ -19,7 +19,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from eos_ingest import paths
 from eos_ingest.config import expectation_types as gx_types
-from eos_ingest.config.checks import DERIVED, ConnId, Schedule, Section, choice, problem
+from eos_ingest.config.checks import DERIVED, ConnId, RequiredConnId, Schedule, Section, choice, problem
 from eos_ingest.config.kafka import START_FROM, KafkaSettings, MaxRecords, Topics
 from eos_ingest.config.optional_dags import AlertsConfig, MaintenanceConfig
 from eos_ingest.config.output import CatalogConfig, OutputConfig
@@ -101,6 +101,9 @@ class PipelineConfig(Section):
     kafka_conn_id: ConnId = "kafka_default"
     # Airflow connection of type aws whose access joins the AWS_* variables (connections/aws.py); None = none.
     aws_conn_id: ConnId = None
+    # Airflow connection of type spark whose master the DAGs' spark-submit uses (SparkSubmitOperator's
+    # conn_id): pipelines of one Airflow may run on different clusters. The CLI takes --master.
+    spark_conn_id: RequiredConnId = "spark_default"
     start_from: Annotated[str, choice(START_FROM)] = "earliest"  # where a partition never seen starts
     max_records_per_partition: MaxRecords = 100_000
     # The job reads the key's settings as metadata.key_* (derived below).

@@ -32,6 +32,13 @@ class AirflowApi:
         response.raise_for_status()
         return response.json()
 
+    def add_connection(self, connection: dict[str, Any]) -> None:
+        """Create a connection in Airflow's database, as Admin -> Connections does."""
+        self.client.post("/connections", json=connection).raise_for_status()
+
+    def delete_connection(self, conn_id: str) -> None:
+        self.client.delete(f"/connections/{quote(conn_id, safe='')}").raise_for_status()
+
     def wait_for_dag(self, dag_id: str, timeout_s: float = 180) -> dict[str, Any]:
         """The DAG once the dag-processor has parsed it (and it is unpaused)."""
         deadline = time.monotonic() + timeout_s

@@ -341,15 +341,17 @@ def test_the_ingest_dag_gives_the_job_the_aws_connections_endpoint_and_keys_in_i
     doc = {
         "name": "lake", "topics": ["orders"], "value": {"format": "raw"}, "schedule": None,
         "kafka": {"bootstrap.servers": "127.0.0.1:9"}, "kafka_conn_id": None, "aws_conn_id": "lake_s3",
+        "spark_conn_id": "spark_lake",
         "output": {"path": "s3a://lake/tables/orders"},
         "control_db_url": "postgresql+psycopg://eos@127.0.0.1:9/eos",  # never reached: the store is faked
     }  # fmt: skip
     (tmp_path / "lake.yaml").write_text(json.dumps(doc))
     monkeypatch.setenv("AIRFLOW_CONN_LAKE_S3", json.dumps(AWS_CONN))
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LAKE", json.dumps({"conn_type": "spark", "host": "local[1]"}))
     for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"):
         monkeypatch.delenv(name, raising=False)
     dag = dag_bag(tmp_path, monkeypatch).dags["eos_ingest__lake"]
+    assert dag.get_task("spark_ingest")._conn_id == "spark_lake"  # the pipeline's spark_conn_id
     submitted = execute_ingest_task(dag, monkeypatch)
 
     env = submitted["env"]

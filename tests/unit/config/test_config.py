@@ -83,6 +83,7 @@ def test_demo_pipeline_loads(state_dir: Path) -> None:
     assert cfg.control_db_url == f"sqlite:///{state_dir.resolve()}/control.db"
     assert cfg.kafka_settings == {"bootstrap.servers": "127.0.0.1:9092"}
     assert (cfg.schedule, cfg.kafka_conn_id, cfg.expectations) == ("@hourly", "kafka_default", ())
+    assert cfg.spark_conn_id == "spark_default"
 
 
 def test_defaults_of_a_minimal_file(tmp_path: Path, state_dir: Path) -> None:
@@ -204,6 +205,7 @@ INVALID = [
     pytest.param(with_(expectations=None), "expectations", "None", "give a list", id="expectations-null"),
     pytest.param(with_(kafka={"isolation.level": "read_uncommitted"}), "kafka.isolation.level", "'read_uncommitted'", "always read_committed", id="isolation-level"),
     pytest.param(with_(kafka_conn_id=""), "kafka_conn_id", "''", "null for none", id="conn-id-empty"),
+    pytest.param(with_(spark_conn_id=None), "spark_conn_id", "None", "leave the key out for the default", id="spark-conn-id-null"),
     pytest.param(with_(topic=["orders"]), "topic", "['orders']", "did you mean 'topics'", id="unknown-key"),
     pytest.param(with_(value__shema="a INT"), "value.shema", "'a INT'", "did you mean 'schema'", id="unknown-nested-key"),
     pytest.param(with_(output={"partition": []}), "output.partition", "[]", "did you mean 'partition_by'", id="unknown-output-key"),
