@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from eos_ingest.formats.evolution_rules import Columns, avro_reader
+from eos_ingest.formats.from_avro import from_avro
 from eos_ingest.schema import registry as schema_registry
 from eos_ingest.schema.avro import required_fields
 
@@ -220,7 +221,6 @@ def decode(
     of a row's id runs; an id without a decoder gives null, settled by the error column first.
     PERMISSIVE: a body that does not decode gives null instead of failing the job."""
     from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import from_avro
 
     options = {"avroSchema": reader, "mode": "PERMISSIVE"}
     if not decoders:
