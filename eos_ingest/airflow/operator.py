@@ -23,12 +23,19 @@ _EXIT_CODE = re.compile(r"Error code is: (\d+)")
 _FENCED_EXIT = 3  # the job (eos_ingest.errors.exit_code): a newer attempt owns the batch
 
 
-def _spark_master(conn_id: str) -> str:
-    """The master SparkSubmitHook will use, read from the connection the same way it does."""
+def _spark_master(conn_id: str, pipeline: str) -> str:
+    """The master SparkSubmitHook will use, read from the connection the same way it does. A
+    connection that does not exist is refused: the hook would fall back to YARN, and spark-submit
+    would then fail with a YARN error that names neither the connection nor the pipeline."""
     try:
         conn = BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:
-        return "yarn"  # SparkSubmitHook's default without a connection
+        other = "" if conn_id == "spark_default" else ", or leave spark_conn_id out for spark_default"
+        raise AirflowFailException(
+            f"the Airflow connection {conn_id!r} (spark_conn_id of pipeline {pipeline!r}) does not "
+            "exist; create it (Admin -> Connections, type spark, host = the Spark master, e.g. "
+            f"local[*] or spark://host:7077){other}"
+        ) from None
     if conn.conn_type == "spark" and conn.host and ("://" in conn.host or not conn.port):
         master = conn.host
     else:
@@ -100,7 +107,7 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
             return
         if batch.status.value not in ("planned", "committed"):
             raise AirflowFailException(f"batch {batch_id} is {batch.status.value}: {batch.error}")
-        master = _spark_master(self._conn_id)
+        master = _spark_master(self._conn_id, config.name)
         # Client mode on a standalone master, as on local: the driver runs here, with this side's
         # interpreter and state folder (spark_submit_env). YARN and Kubernetes bring their own.
         local = master.startswith(("local", "spark://"))

@@ -372,6 +372,35 @@ def test_the_ingest_dag_gives_the_job_the_aws_connections_endpoint_and_keys_in_i
     assert audit_env["AWS_SECRET_ACCESS_KEY"] == "lake-secret-canary"
 
 
+@pytest.mark.parametrize("spark_conn_id", ["spark_lakee", "spark_default"])
+def test_a_spark_connection_that_does_not_exist_fails_the_task_naming_it_and_the_pipeline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spark_conn_id: str
+) -> None:
+    """Without the check, SparkSubmitHook falls back to master yarn and spark-submit fails with a
+    YARN error that names neither the connection nor the pipeline."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    doc = {
+        "name": "lake", "topics": ["orders"], "value": {"format": "raw"}, "schedule": None,
+        "kafka": {"bootstrap.servers": "127.0.0.1:9"}, "kafka_conn_id": None, "spark_conn_id": spark_conn_id,
+        "control_db_url": "postgresql+psycopg://eos@127.0.0.1:9/eos",  # never reached: the store is faked
+    }  # fmt: skip
+    (tmp_path / "lake.yaml").write_text(json.dumps(doc))
+    monkeypatch.delenv(f"AIRFLOW_CONN_{spark_conn_id.upper()}", raising=False)
+    dag = dag_bag(tmp_path, monkeypatch).dags["eos_ingest__lake"]
+
+    with pytest.raises(AirflowFailException) as failed:
+        execute_ingest_task(dag, monkeypatch)
+
+    message = str(failed.value)
+    assert (
+        f"the Airflow connection '{spark_conn_id}' (spark_conn_id of pipeline 'lake') does not exist"
+        in message
+    )
+    assert "create it (Admin -> Connections, type spark, host = the Spark master" in message
+    assert ("leave spark_conn_id out for spark_default" in message) == (spark_conn_id != "spark_default")
+
+
 def test_the_ingest_task_gives_the_job_the_iceberg_rest_catalogs_connection_in_its_environment_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
