@@ -29,7 +29,7 @@ DURATIONS = Path(__file__).with_name("durations.json")
 SHARED_STACK_FILES = frozenset(
     f"tests/e2e/{name}.py"
     for name in (
-        "test_airflow_cluster",
+        "test_spark_cluster",
         "test_airflow_e2e",
         "test_airflow_ui_browser",
         "test_sasl_ssl_e2e",

@@ -1,10 +1,10 @@
 """The one `airflow standalone` of the e2e tests (scripts/airflow.sh), shared by the REST API tests
-(test_airflow_e2e.py, test_airflow_cluster.py), the browser tests (test_airflow_ui_browser.py),
+(test_airflow_e2e.py, test_spark_cluster.py), the browser tests (test_airflow_ui_browser.py),
 the SASL_SSL connection test (test_sasl_ssl_e2e.py) and the secret-leak test
 (test_no_secret_leaks_e2e.py): started once, for the first of them that runs, and stopped after
 the last test of tests/e2e (each start and stop costs about a minute and a half on 2 cores).
-test_airflow_cluster.py adds a pipeline of its own, on a Spark connection to the standalone
-cluster, for the time of its test.
+test_spark_cluster.py adds a pipeline of its own, on a Spark connection to the standalone
+cluster, for the time of its test (and runs `eos-ingest run` on that cluster, without Airflow).
 
 It serves these pipelines, each with its own topic, tables and control DB, so no module's counts
 depend on another having run (or on the order they run in):

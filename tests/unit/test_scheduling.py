@@ -13,7 +13,7 @@ def test_a_unit_is_a_file_except_the_e2e_files_sharing_one_airflow() -> None:
     assert scope_of("tests/unit/x/test_a.py::test_one[1]") == "tests/unit/x/test_a.py"
     assert scope_of("tests/e2e/test_airflow_e2e.py::test_dag") == SHARED_STACK_SCOPE
     assert scope_of("tests/e2e/test_airflow_ui_browser.py::T::test_page") == SHARED_STACK_SCOPE
-    assert scope_of("tests/e2e/test_airflow_cluster.py::test_c") == SHARED_STACK_SCOPE
+    assert scope_of("tests/e2e/test_spark_cluster.py::test_c") == SHARED_STACK_SCOPE
     assert scope_of("tests/e2e/test_docker_compose_up.py::test_d") == "tests/e2e/test_docker_compose_up.py"
 
 
