@@ -32,15 +32,22 @@ NAME = "dag_on_cluster"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def produce(kafka_bootstrap: str, topic: str, committed: int, aborted: int) -> None:
+    """`committed` records in a committed transaction, then `aborted` in an aborted one."""
+    producer = TxProducer(kafka_bootstrap)
+    producer.transaction(
+        topic, [{"id": i, "name": "c", "amount": 1.5} for i in range(committed)], commit=True
+    )
+    producer.transaction(
+        topic, [{"id": 900 + i, "name": "x", "amount": 0.0} for i in range(aborted)], commit=False
+    )
+
+
 def test_run_on_a_standalone_cluster_runs_the_batch_in_the_workers_executors_exactly_once(
     spark, spark_cluster, kafka_bootstrap, make_topic, make_pipeline, tmp_path, monkeypatch
 ) -> None:
     topic = make_topic(partitions=2)
-    producer = TxProducer(kafka_bootstrap)
-    producer.transaction(topic, [{"id": i, "name": "c", "amount": 1.5} for i in range(200)], commit=True)
-    producer.transaction(
-        topic, [{"id": 900 + i, "name": "x", "amount": 0.0} for i in range(30)], commit=False
-    )
+    produce(kafka_bootstrap, topic, 200, 30)
     # The control DB path comes through ${VAR}, expanded by the job on the driver as before.
     monkeypatch.setenv("EOS_CLUSTER_TEST_DB", str(tmp_path / "control.db"))
     config = make_pipeline([topic], "sqlite:///${EOS_CLUSTER_TEST_DB}", name="on_cluster")
@@ -70,11 +77,7 @@ def test_the_ingest_dag_runs_its_batch_on_the_cluster_its_spark_connection_names
     stack: Stack, spark, spark_cluster, kafka_bootstrap, make_topic, control_db_url
 ) -> None:
     topic = make_topic(partitions=2)
-    producer = TxProducer(kafka_bootstrap)
-    producer.transaction(topic, [{"id": i, "name": "d", "amount": 2.0} for i in range(120)], commit=True)
-    producer.transaction(
-        topic, [{"id": 900 + i, "name": "x", "amount": 0.0} for i in range(25)], commit=False
-    )
+    produce(kafka_bootstrap, topic, 120, 25)
     host, port = spark_cluster.master.rsplit(":", 1)
     api = stack.api
     api.add_connection(
