@@ -56,10 +56,11 @@ def staged_branches(spark, config) -> list[str]:
 
 
 def rerun(spark, config, batch_id: int) -> BatchResult:
-    """The next attempt after the killed one, as `eos-ingest run` makes it: plan (which returns the
-    batch still planned, same ranges), a new fence, the batch's steps. In this process's Spark
-    session: the state the kill left is what is under test, and a fresh spark-submit costs ~15 s
-    on 2 cores (the CLI's `run` after a kill: test_catch_up.py, the chaos runs)."""
+    """The next attempt at the planned batch `batch_id` (after a killed or refused job), as
+    `eos-ingest run` makes it: plan (which returns the batch still planned, same ranges), a new
+    fence, the batch's steps. In this process's Spark session: the state the failed job left is
+    what is under test, and a fresh spark-submit costs ~15 s on 2 cores (the CLI's `run` after a
+    kill: test_catch_up.py, the chaos runs)."""
     again = ingest_once(spark, config)
     assert again is not None and again.batch_id == batch_id, again
     return again

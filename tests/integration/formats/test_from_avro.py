@@ -22,7 +22,8 @@ pytestmark = pytest.mark.integration
 V1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
 V2 = {**V1, "fields": [*V1["fields"], {"name": "amount", "type": "double", "default": -1.0}]}
 THREADS = 4
-# With create_map, 8 to 3,331 of the 4,000 copies failed (4 runs); none with the literal.
+# With create_map, 9 and 3,331 of the 4,000 copies failed in two runs (8 of 1,000 with 250 a
+# thread); none with the literal.
 COPIES_PER_THREAD = 1000
 
 
