@@ -45,11 +45,16 @@ ENV JAVA_HOME=/usr/lib/jvm/eos-java \
     PYTHONUNBUFFERED=1
 
 USER airflow
-# The project's exact pins, with hashes (pip checks every download against them).
+# The project's exact pins, with hashes (pip checks every download against them), installed as they
+# are, without resolving (--no-deps; docker/install-lock.sh says why): the lock is complete, so the
+# build takes nothing from the index but the files it names, whatever the index publishes later.
+# bookworm's own pip (23.0.1) does it; tests/integration/test_image_lock.py runs the same script
+# with that pip in `make test` (a dry run), so a lock it would refuse fails there, not in a build.
 COPY --chown=airflow:0 requirements.lock /tmp/eos/requirements.lock
+COPY docker/install-lock.sh /usr/local/bin/eos-install-lock
 RUN set -eux; \
     "python$PYTHON_VERSION" -m venv /opt/eos/venv; \
-    pip install --no-cache-dir --require-hashes -r /tmp/eos/requirements.lock; \
+    eos-install-lock /tmp/eos/requirements.lock; \
     airflow version
 
 
@@ -103,7 +108,8 @@ RUN set -eux; \
     chown airflow:0 /opt/eos/state; \
     chmod 2775 /opt/eos/state
 USER airflow
-RUN pip install --no-cache-dir --no-deps /tmp/eos/package && rm -rf /tmp/eos/package
+# Built with the lock's setuptools (no build isolation, which would fetch the newest one).
+RUN pip install --no-cache-dir --no-deps --no-build-isolation /tmp/eos/package && rm -rf /tmp/eos/package
 
 ENV EOS_STATE_DIR=/opt/eos/state
 WORKDIR /opt/airflow

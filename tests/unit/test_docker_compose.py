@@ -364,8 +364,12 @@ def test_airflow_image_python_is_the_project_python() -> None:
 
 def test_airflow_image_installs_the_lock_and_the_jars() -> None:
     runs = " ".join(args for word, args in dockerfile_instructions() if word == "RUN")
-    assert re.search(r"pip install\b[^;&|]*-r \S*requirements\.lock", runs), (
-        f"{DOCKERFILE} should `pip install -r requirements.lock` (the exact pins `make setup` installs)"
+    copies = [args.split() for word, args in dockerfile_instructions() if word == "COPY"]
+    installer = next((c[-1] for c in copies if "docker/install-lock.sh" in c), None)
+    name = installer and installer.rsplit("/", 1)[-1]  # on PATH in the image
+    assert name and re.search(rf"(^|[\s;]){re.escape(name)} \S*requirements\.lock", runs), (
+        f"{DOCKERFILE} should install requirements.lock (the exact pins `make setup` installs) with "
+        "docker/install-lock.sh, the command tests/integration/test_image_lock.py checks the lock with"
     )
     assert "scripts/fetch-jars.sh" in runs, (
         f"{DOCKERFILE} should run scripts/fetch-jars.sh, which fetches the Spark connector jars"
