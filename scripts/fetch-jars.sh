@@ -55,6 +55,17 @@ mvn -B -q -s "$ROOT/jvm/settings.xml" -Dmaven.repo.local="$STATE/m2" -f "$ROOT/j
   -DincludeScope=runtime -DoutputDirectory="$STATE/jars/iceberg-rest"
 cp "$STATE/build/iceberg-rest/eos-iceberg-rest.jar" "$STATE/jars/iceberg-rest/"
 fi
+# Every artifact is pinned (no version range, no plugin without a version, in our POMs or in those
+# they pull): Maven fetched no repository metadata, which it does only to find the newest version.
+# A range that creeps in would make the jars depend on what Central publishes next: refused here.
+ranged="$(find "$STATE/m2" -name 'maven-metadata*.xml' 2>/dev/null | sed "s|^$STATE/m2/||" | head -5)"
+if [[ -n "$ranged" ]]; then
+  echo "fetch-jars: Maven looked up the newest version of (a version range or an unpinned plugin):" >&2
+  echo "$ranged" | sed 's/^/  /' >&2
+  echo "fetch-jars: pin that artifact in the jvm/ POM that pulls it (mvn -f jvm/<module>/pom.xml" \
+    "dependency:tree shows which), then remove $STATE/m2 and run make setup again" >&2
+  exit 1
+fi
 # Spark's own jars win: drop every connector dependency that pip's pyspark already ships (in any
 # version), so the classpath holds one Jackson, one Hadoop, one Scala library.
 pyspark_jars="$("$ROOT/.venv/bin/python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
