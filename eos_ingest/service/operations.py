@@ -81,11 +81,18 @@ def plan_batch(
 
 def check_tables(config: PipelineConfig) -> None:
     """ConfigError naming the table, the feature and the fix when the table or the quarantine
-    table has a Delta feature a batch's staged replace refuses (storage/table_features.py)."""
+    table has a Delta feature (storage/table_features.py) or an Iceberg property
+    (storage/iceberg_properties.py) a batch's staged replace refuses."""
+    if config.output.format == "iceberg":
+        from eos_ingest.storage import iceberg_properties
+        from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+
+        catalog = IcebergCatalog.of(config).pyiceberg()
+        for table in config.output_tables:
+            iceberg_properties.check_pyiceberg(catalog, table)
+        return
     from eos_ingest.storage import table_features
 
-    if config.output.format != "delta":
-        return  # Delta's table features; an Iceberg table is checked by its own writer
     for location in (config.output_path, config.quarantine_path):
         table_features.check_location(location)
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from eos_ingest.config import partition_transforms
 from eos_ingest.errors import PartialWriteError
+from eos_ingest.storage import iceberg_properties
 from eos_ingest.storage.iceberg_branch import (
     PublishConflictError,
     StagedBranch,
@@ -73,6 +74,7 @@ class IcebergFormat:
         change, which main's readers see before the publish)."""
         identifier = self.catalog.identifier(path)
         table = self._table(spark, rows, path, partition_by)
+        iceberg_properties.check_java(identifier, table)  # as planned, or changed since: refused
         jvm = spark._jvm
         if txn is not None:
             _, fence = newest_write(jvm, table, app_id=txn.app_id)
@@ -101,7 +103,11 @@ class IcebergFormat:
             # Iceberg's row-level delete on the branch: files holding only the ranges' rows are
             # dropped, a file holding other rows too is rewritten without these (copy-on-write).
             spark.sql(f"DELETE FROM {staged.branch_identifier} WHERE {ranges_predicate(ranges)}")
-            writer = rows.writeTo(staged.branch_identifier)
+            # Hash-distributed, whatever the table asks for: a sort order (or write.distribution-mode
+            # range) makes Spark sample its input for the range bounds, a second run of the plan
+            # that counted the batch's records (parser.observe_split), which then counted each
+            # twice. Hash keeps a sort order's per-file sort and runs the plan once.
+            writer = rows.writeTo(staged.branch_identifier).option("distribution-mode", "hash")
             for key, value in marker(batch_id, txn).items():
                 writer = writer.option(f"snapshot-property.{key}", value)
             writer.append()  # an empty frame commits a snapshot too: the branch's head is marked
