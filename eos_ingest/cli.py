@@ -28,8 +28,9 @@ from eos_ingest.connections.kafka import (
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EXIT_LAG_LIMIT, ConfigError, EosIngestError, exit_code
 from eos_ingest.kafka.offsets import fetch_snapshot
-from eos_ingest.service.backfill import PARAM_KEYS
+from eos_ingest.service.backfill import PARAM_KEYS, resumable_backfill
 from eos_ingest.service.operations import (
+    abandon_batch,
     audit_batches,
     batch_summary,
     check_lag,
@@ -102,9 +103,25 @@ def submit_and_report(
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    """``eos-ingest backfill``: check, record the batch, then run it with spark-submit."""
+    """``eos-ingest backfill``: check, record the batch, then run it with spark-submit; with
+    ``--resume N``, run the planned backfill N again under a new fence (after a killed job)."""
+    given = [f"--{k.replace('_', '-')}" for k in PARAM_KEYS if getattr(args, k) is not None]
+    if args.resume is not None and given:
+        raise ConfigError(
+            f"--resume {args.resume} runs the recorded backfill's own ranges again and takes no "
+            f"{', '.join(given)}; leave those out, or leave out --resume to record a new backfill"
+        )
+    if args.resume is None and not all(getattr(args, k) for k in ("topic", "partitions", "reason")):
+        raise ConfigError(
+            "a new backfill needs --topic, --partitions, a range (--start-offset/--end-offset or "
+            "--start-time/--end-time) and --reason; or --resume N runs the planned backfill N again"
+        )
     config = load_config(args)
     store = open_store(config)
+    if args.resume is not None:
+        batch = resumable_backfill(config, store, args.resume)
+        print(f"eos-ingest: resuming backfill batch {batch.batch_id}: {batch.override_note}", file=sys.stderr)
+        return submit_and_report(config, store, batch.batch_id, args.master)
     batch, request = record_backfill(config, store, {k: getattr(args, k) for k in PARAM_KEYS})
     print(f"eos-ingest: backfill batch {batch.batch_id}: {request.describe()}", file=sys.stderr)
     return submit_and_report(config, store, batch.batch_id, args.master)
@@ -255,10 +272,7 @@ def _partitions(text: str | None, topic: str, existing: Sequence[int]) -> set[in
 
 def cmd_abandon(args: argparse.Namespace) -> int:
     config = load_config(args)
-    store = open_store(config)
-    store.get_pipeline_batch(config.name, args.batch_id)  # never another pipeline's batch
-    store.abandon_batch(args.batch_id, args.reason)
-    print(json.dumps({"batch_id": args.batch_id, "status": "abandoned"}))
+    print(json.dumps(abandon_batch(config, open_store(config), args.batch_id, args.reason)))
     return 0
 
 
@@ -323,13 +337,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dry-run", action="store_true", help="change nothing: list what VACUUM would delete now")
     p = command("backfill", cmd_backfill, "re-ingest an offset range or time window of committed partitions")
-    p.add_argument("--topic", required=True)
-    p.add_argument("--partitions", required=True, help="comma-separated, e.g. 0,1")
+    p.add_argument("--topic", help="the topic to backfill (a new backfill)")
+    p.add_argument("--partitions", help="comma-separated, e.g. 0,1")
     p.add_argument("--start-offset", type=int, help="first offset (inclusive)")
     p.add_argument("--end-offset", type=int, help="end offset (exclusive)")
     p.add_argument("--start-time", help="ISO-8601, e.g. 2026-11-22T10:00:00Z (inclusive)")
     p.add_argument("--end-time", help="ISO-8601 (exclusive)")
-    p.add_argument("--reason", required=True, help="why; kept on the batch")
+    p.add_argument("--reason", help="why; kept on the batch")
+    p.add_argument(
+        "--resume",
+        type=int,
+        metavar="BATCH_ID",
+        help="run the planned backfill BATCH_ID again under a new fence (a killed job's; "
+        "`status` lists them under stale_batches), instead of recording a new one",
+    )
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p = command("audit", cmd_audit, "check a committed batch's rows with Great Expectations (Data Docs page)")
     p.add_argument("--batch-id", type=int, required=True, help="a committed batch of the pipeline")

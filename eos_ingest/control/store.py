@@ -124,6 +124,18 @@ class ControlStore:
         query = (batches.c.pipeline == pipeline) & (batches.c.status == BatchStatus.PLANNED.value)
         return self._db.run(lambda conn: q.load(conn, query, 10_000), write=False)
 
+    def backfill_of_run(self, pipeline: str, airflow_run_id: str) -> Batch | None:
+        """The backfill batch an Airflow run recorded, however many batches came since (the
+        backfill DAG's retried or cleared recording task gets it back, and its spark_ingest
+        resumes it under a new fence while it is planned); None if the run recorded none."""
+        query = (
+            (batches.c.pipeline == pipeline)
+            & (batches.c.kind == BatchKind.BACKFILL.value)
+            & (batches.c.airflow_run_id == airflow_run_id)
+        )
+        found = self._db.run(lambda conn: q.load(conn, query, 1), write=False)
+        return found[0] if found else None
+
     def batches_of_run(self, pipeline: str, first_batch_id: int, limit: int = 10_000) -> list[Batch]:
         """Scheduled batches from `first_batch_id` on, oldest first: what one catch-up run planned."""
         query = (

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eos_ingest.config.pipeline import PipelineConfig
-from eos_ingest.control.store import Batch, ControlStore
-from eos_ingest.errors import BackfillRangeError
+from eos_ingest.control.store import Batch, BatchKind, BatchStatus, ControlStore
+from eos_ingest.errors import BackfillRangeError, BatchStateError
 from eos_ingest.kafka.offsets import fetch_snapshot, offsets_for_time
 from eos_ingest.plan.identity import KafkaIdentity, check_identities
 from eos_ingest.plan.ranges import PlannedRange
@@ -268,11 +268,37 @@ def create_backfill(
     a retry of the recording task does not leave a second, never-run batch behind.
     """
     if airflow_run_id is not None:
-        for earlier in store.list_batches(config.name, limit=100):
-            if earlier.kind.value == "backfill" and earlier.airflow_run_id == airflow_run_id:
-                return earlier
+        earlier = store.backfill_of_run(config.name, airflow_run_id)
+        if earlier is not None:
+            return earlier
     ranges, identity = _plan_backfill(config, store, request)
     note = f"backfill: {request.reason} ({request.describe()})"
     return store.create_backfill(
         config.name, ranges, reason=note, airflow_run_id=airflow_run_id, identity=identity
     )
+
+
+def resumable_backfill(config: PipelineConfig, store: ControlStore, batch_id: int) -> Batch:
+    """The planned backfill `batch_id` of this pipeline, to run again under a new fence (the job's
+    run_fenced takes it), as `eos-ingest run` resumes the pending scheduled batch. Anything else is
+    refused with BatchStateError, one line naming the batch and the way out, before any fence."""
+    try:
+        batch = store.get_batch(batch_id)
+    except BatchStateError:
+        raise BatchStateError(
+            f"batch {batch_id} does not exist in the control DB of pipeline {config.name!r}: nothing was "
+            f"done; its planned backfills are listed by `eos-ingest status --pipeline {config.name}`"
+        ) from None
+    batch = store.get_pipeline_batch(config.name, batch_id)  # never another pipeline's ranges
+    if batch.kind is not BatchKind.BACKFILL:
+        raise BatchStateError(
+            f"batch {batch_id} is a scheduled batch of pipeline {config.name!r}, not a backfill: "
+            f"`eos-ingest run --pipeline {config.name}` resumes it while it is planned"
+        )
+    if batch.status is not BatchStatus.PLANNED:
+        raise BatchStateError(
+            f"batch {batch_id} is {batch.status.value}, not planned: nothing to resume; to ingest its "
+            f"ranges again record a new one with `eos-ingest backfill --pipeline {config.name} "
+            "--topic ... --partitions ... --start-offset ... --end-offset ... --reason ...`"
+        )
+    return batch

@@ -17,7 +17,7 @@ and the eos_alerts__<name> DAG (airflow/alerts.py) both call operations.check_la
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +27,7 @@ from eos_ingest.errors import EosIngestError
 from eos_ingest.kafka.offsets import fetch_partition_offsets
 from eos_ingest.plan.ranges import PartitionOffsets
 from eos_ingest.service import status, trends
+from eos_ingest.service.stale_batches import stale_batches
 
 RECORDS, SECONDS = "max_lag_records", "max_lag_seconds"
 
@@ -66,18 +67,22 @@ class LagCheck:
     # Why an age limit could not be checked (a partition's oldest unread record was not read).
     unknown: str | None = None
     checked_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    # Planned batches past the stale bound (service/stale_batches.py): an alert of their own, as
+    # nothing reruns a killed backfill and it holds maintain back until a person resumes or abandons it.
+    stale: tuple[dict[str, Any], ...] = ()
 
     @property
     def failed(self) -> bool:
-        """True when the pipeline passes a limit: the total lag, or the oldest unread age."""
-        return any(p.where == "total" for p in self.passed)
+        """True when the pipeline passes a limit (the total lag, or the oldest unread age), or has
+        a planned batch past the stale bound."""
+        return any(p.where == "total" for p in self.passed) or bool(self.stale)
 
     def message(self) -> str:
         """One line naming the pipeline, each figure and its limit (the DAG task's failure)."""
         if not self.failed:
             return f"pipeline {self.pipeline}: within its lag limits ({self._figures()})"
         totals = [p for p in self.passed if p.where == "total"]
-        parts = []
+        parts = [entry["message"] for entry in self.stale]
         for total in totals:
             by = [p.where for p in self.passed if p.limit == total.limit and p.where != "total"]
             parts.append(total.describe().removeprefix("total ") + (f" ({', '.join(by)})" if by else ""))
@@ -97,6 +102,7 @@ class LagCheck:
             "passed": [asdict(p) for p in self.passed],
             "failed": self.failed,
             "unknown": self.unknown,
+            "stale_batches": list(self.stale),
             "message": self.message(),
             "partitions": self.partitions,
         }
@@ -160,6 +166,8 @@ def check_lag(
     partitions = status.partition_status(committed, offsets, config.start_from)
     unread_error = status.oldest_unread(config, partitions, read_timestamps, now or datetime.now(UTC))
     result = evaluate(config.name, limits, partitions, unread_error)
+    stale = stale_batches(config.name, store.planned_batches(config.name), now=now)
+    result = replace(result, stale=tuple(stale))
     # Before any verdict: an unknown age is a gap in the age's history, the lag is still a sample.
     trends.record_check(config.name, store, partitions)
     if result.unknown and not result.failed:

@@ -7,6 +7,7 @@ Each caller adds only its own edges (argument parsing, Airflow context, the Spar
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -19,8 +20,10 @@ from eos_ingest.control.store import Batch, BatchKind, BatchStatus, ControlStore
 from eos_ingest.errors import ConfigError
 from eos_ingest.kafka.offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.plan.ranges import TopicPartition, plan_ranges
+from eos_ingest.redact import redact_text
 from eos_ingest.service import trends
 from eos_ingest.service.backfill import BackfillRequest, create_backfill, parse_request
+from eos_ingest.service.stale_batches import stale_batches
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.spark.submit import spark_submit_argv
 from eos_ingest.storage.object_stores import uses_object_store
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from eos_ingest.service.lag_alerts import LagCheck
+
+log = logging.getLogger(__name__)
 
 
 def open_store(config: PipelineConfig) -> ControlStore:
@@ -245,6 +250,35 @@ def record_backfill(
     return create_backfill(config, store, request, airflow_run_id=airflow_run_id), request
 
 
+def abandon_batch(config: PipelineConfig, store: ControlStore, batch_id: int, reason: str) -> dict[str, Any]:
+    """Give up a planned batch of this pipeline (BatchStateError for another pipeline's, or one
+    not planned), then remove what its attempts staged where that is safe at once: on Iceberg its
+    branches (an attempt still running finds its branch gone and publishes nothing). A Delta
+    attempt's staged files are left to VACUUM: an attempt that passed its last fence check may
+    still commit them for a while (vacuum_lock.ABANDONED_IN_FLIGHT), and deleting them first
+    would leave a commit naming missing files."""
+    store.get_pipeline_batch(config.name, batch_id)  # never another pipeline's batch
+    store.abandon_batch(batch_id, reason)
+    shown: dict[str, Any] = {"batch_id": batch_id, "status": "abandoned"}
+    if config.output.format == "iceberg":
+        from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+        from eos_ingest.storage.iceberg_maintenance import remove_batch_branches
+
+        table, quarantine = config.output_tables
+        try:
+            removed = remove_batch_branches(
+                IcebergCatalog.of(config), {"table": table, "quarantine": quarantine}, batch_id
+            )
+        except Exception as exc:  # the abandon stands; maintain removes a branch left behind
+            log.warning("batch %s: abandoned, its branches not removed: %s", batch_id, exc)
+            shown["branches_error"] = redact_text(f"{type(exc).__name__}: {exc}")
+            removed = []
+        shown["branches_removed"] = removed
+    else:
+        shown["staged_files"] = "left to VACUUM (docs/maintenance.md)"
+    return shown
+
+
 def maintain(
     config: PipelineConfig,
     store: ControlStore,
@@ -263,10 +297,15 @@ def maintain(
     None for a dry run."""
     from eos_ingest.storage.maintenance import maintain_table, maintain_tables, vacuum_retention_hours
 
-    hours = vacuum_retention_hours(store.planned_batches(config.name), retention_hours)
+    planned = store.planned_batches(config.name)
+    hours = vacuum_retention_hours(planned, retention_hours)
+    # The planned batches past the bound that hold this retention up and the VACUUM lock away.
+    stale = stale_batches(config.name, planned)
+    for entry in stale:
+        log.warning("maintain: %s", entry["message"])
+    head = {"pipeline": config.name, "dry_run": dry_run, "retention_hours": hours, "stale_batches": stale}
     if config.output.format == "iceberg":
-        return {"pipeline": config.name, "dry_run": dry_run, "retention_hours": hours,
-                **_maintain_iceberg(config, store, spark, retention_hours, dry_run)}  # fmt: skip
+        return {**head, **_maintain_iceberg(config, store, spark, retention_hours, dry_run)}
     locations = {"table": config.output_path, "quarantine": config.quarantine_path}
     if dry_run:
         tables = {name: maintain_table(None, loc, hours, dry_run=True) for name, loc in locations.items()}
@@ -274,7 +313,7 @@ def maintain(
         if spark is None:
             raise ValueError("maintain needs a Spark session unless dry_run")
         tables = maintain_tables(spark, store, config.name, locations, retention_hours)
-    return {"pipeline": config.name, "dry_run": dry_run, "retention_hours": hours, **tables}
+    return {**head, **tables}
 
 
 def _maintain_iceberg(

@@ -41,6 +41,7 @@ from eos_ingest.kafka.timestamps import first_record_timestamps
 from eos_ingest.plan.ranges import PartitionOffsets, TopicPartition
 from eos_ingest.quality.data_docs import data_docs_relpath
 from eos_ingest.redact import redact_text, redact_tree, secrets_of
+from eos_ingest.service.stale_batches import stale_batches
 from eos_ingest.storage.table_formats import output_reader
 from eos_ingest.storage.table_names import QUARANTINE, TABLE
 from eos_ingest.storage.table_reader import page_figures
@@ -148,6 +149,8 @@ def pipeline_status(
             "oldest_unread_error": unread_error,
             "partitions": partitions,
             "batches": [batch_status(b) for b in recent],
+            # Planned batches past the bound (stale_batches.py): what each holds back, the way out.
+            "stale_batches": stale_batches(config.name, store.planned_batches(config.name), now=now),
             "page": page,
             # Per table: its version (Delta's, or Iceberg's snapshot id), file count, bytes and the
             # last maintenance (storage/table_reader.py).

@@ -284,3 +284,29 @@ def dry_run_iceberg_tables(
             "would_remove_branches": stale_branches(refs, batch_of),
         }
     return reports
+
+
+def remove_batch_branches(catalog: IcebergCatalog, tables: dict[str, str], batch_id: int) -> list[str]:
+    """Remove every staged branch of `batch_id` (`eos_batch<id>_f<fence>`, any fence) from the
+    tables `tables` (name -> namespace.table), with pyiceberg (no Spark); the names removed, each as
+    `<table>:<branch>`. For a batch no attempt may publish any more (abandoned): an attempt still
+    running then finds its branch gone and publishes nothing. Its files stay until maintain's
+    expire_snapshots and remove_orphan_files, which delete them past the retention."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    reading = catalog.pyiceberg()
+    removed = []
+    for table_name in tables.values():
+        try:
+            table = reading.load_table(table_name)
+        except NoSuchTableError:
+            continue
+        mine = [ref for ref in table.refs() if (m := _BRANCH.match(ref)) and int(m[1]) == batch_id]
+        if not mine:
+            continue
+        update = table.manage_snapshots()
+        for ref in mine:
+            update = update.remove_branch(ref)
+        update.commit()
+        removed += [f"{table_name}:{ref}" for ref in mine]
+    return removed

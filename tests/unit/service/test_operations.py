@@ -60,7 +60,7 @@ def test_maintain_dry_run_of_an_iceberg_pipeline_reads_its_catalog_without_spark
     report = maintain(config, store, None, dry_run=True)
 
     assert report == {"pipeline": "orders", "dry_run": True, "retention_hours": 168.0,
-                      "table": None, "quarantine": None}  # fmt: skip
+                      "stale_batches": [], "table": None, "quarantine": None}  # fmt: skip
     assert not (tmp_path / "state" / "tables").exists()
     with pytest.raises(ConfigError, match="--retention-hours -1 is not valid"):
         maintain(config, store, None, retention_hours=-1, dry_run=True)
