@@ -380,6 +380,32 @@ def test_a_failed_batch_stands_out_with_its_error_and_the_way_out(
     assert "Way out" not in committed.group(2)
 
 
+def test_a_backfill_left_planned_past_the_bound_is_named_with_what_it_holds_back_and_the_way_out(
+    client: TestClient, site: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db_url = yaml.safe_load((site["folder"] / "demo.yaml").read_text())["control_db_url"]
+    store = ControlStore(db_url)
+    killed = store.create_backfill("demo", [PlannedRange("orders", 0, 2, 8)], reason="replay")
+    store.take_fence(killed.batch_id)  # its job took a fence, then was killed
+    assert 'id="stale-batches"' not in client.get("/pipelines/demo").text  # younger than 12 h
+
+    monkeypatch.setenv("EOS_STALE_BATCH_HOURS", "0")
+    page = client.get("/pipelines/demo").text
+    box = re.search(r'<div class="box error" id="stale-batches">(.*?)</div>', page, re.S)
+    assert box, page
+    for part in (
+        f'<a href="#batch-{killed.batch_id}">batch {killed.batch_id}</a> (backfill)',
+        "keep 168 hours",
+        "VACUUM lock",
+        f"eos-ingest backfill --pipeline demo --resume {killed.batch_id}",
+        f"eos-ingest abandon --pipeline demo --batch-id {killed.batch_id}",
+    ):
+        assert part in box.group(1), box.group(1)
+    shown = client.get("/api/pipelines/demo").json()
+    assert [s["batch_id"] for s in shown["stale_batches"]] == [killed.batch_id]
+    store.close()
+
+
 @pytest.mark.parametrize(
     ("error", "status", "way"),
     [
