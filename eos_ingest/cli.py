@@ -34,6 +34,7 @@ from eos_ingest.service.operations import (
     audit_batches,
     batch_summary,
     check_lag,
+    clean_dead_attempts,
     maintain,
     open_store,
     pipeline_status,
@@ -121,7 +122,12 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     if args.resume is not None:
         batch = resumable_backfill(config, store, args.resume)
         print(f"eos-ingest: resuming backfill batch {batch.batch_id}: {batch.override_note}", file=sys.stderr)
-        return submit_and_report(config, store, batch.batch_id, args.master)
+        code = submit_and_report(config, store, batch.batch_id, args.master)
+        for table, paths in clean_dead_attempts(config, store, batch.batch_id).items():
+            if paths:
+                print(f"eos-ingest: deleted {len(paths)} files the killed attempts staged in the {table}",
+                      file=sys.stderr)  # fmt: skip
+        return code
     batch, request = record_backfill(config, store, {k: getattr(args, k) for k in PARAM_KEYS})
     print(f"eos-ingest: backfill batch {batch.batch_id}: {request.describe()}", file=sys.stderr)
     return submit_and_report(config, store, batch.batch_id, args.master)

@@ -279,6 +279,26 @@ def abandon_batch(config: PipelineConfig, store: ControlStore, batch_id: int, re
     return shown
 
 
+def clean_dead_attempts(config: PipelineConfig, store: ControlStore, batch_id: int) -> dict[str, list[str]]:
+    """Once a batch committed on Delta, delete the files its killed attempts staged in the table
+    and the quarantine table (storage/dead_attempts.py: local tables, only files that hold this
+    batch's rows alone); per table the paths deleted. Nothing for a batch not committed, nor on
+    Iceberg, where the committed attempt removed the dead attempts' branches before its own."""
+    batch = store.get_batch(batch_id)
+    if batch.status is not BatchStatus.COMMITTED or config.output.format != "delta":
+        return {}
+    from eos_ingest.storage.dead_attempts import delete_dead_attempt_files
+
+    return {
+        "table": delete_dead_attempt_files(
+            config.output_path, batch_id, batch.created_at, batch.delta_version
+        ),
+        "quarantine": delete_dead_attempt_files(
+            config.quarantine_path, batch_id, batch.created_at, batch.quarantine_delta_version
+        ),
+    }
+
+
 def maintain(
     config: PipelineConfig,
     store: ControlStore,

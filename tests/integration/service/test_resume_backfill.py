@@ -10,6 +10,7 @@ import signal
 import subprocess
 from collections import Counter
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -91,6 +92,25 @@ def identities(config) -> Counter[tuple[str, int, int]]:
     return Counter(zip(*columns, strict=True))
 
 
+def dead_files(config, batch_id: int) -> list[str]:
+    """Parquet files under the Delta table's folder that its current version does not name and
+    that hold rows of `batch_id` only: what a killed attempt of that batch staged."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    root = Path(config.output_path)
+    named = {unquote(p) for p in pa.table(DeltaTable(str(root)).get_add_actions()).column("path").to_pylist()}
+    found = []
+    for path in sorted(root.rglob("*.parquet")):
+        relative = path.relative_to(root).as_posix()
+        if relative.startswith("_delta_log/") or relative in named:
+            continue
+        if set(pq.read_table(path, columns=["batch_id"]).column("batch_id").to_pylist()) == {batch_id}:
+            found.append(relative)
+    return found
+
+
 def cli_json(capture, argv: list[str]) -> tuple[int, dict, str]:
     """The command's exit code, its stdout as JSON and its stderr (capfd: `run` and `backfill`
     hand the spark-submit job this process's stderr, a file descriptor)."""
@@ -116,6 +136,8 @@ def test_a_killed_backfill_is_named_by_status_and_maintain_then_resumed_from_the
     batch_id = killed_backfill(config, topic, tmp_path)
     if config.output.format == "iceberg":
         assert f"eos_batch{batch_id}_f1" in branches(config)
+    else:
+        assert dead_files(config, batch_id)  # the killed attempt's staged files, in no Delta commit
     where = ["--config", str(config.source)]
 
     # Older than the bound (0 hours here): status and maintain name it, what it holds back, the way out.
@@ -146,6 +168,9 @@ def test_a_killed_backfill_is_named_by_status_and_maintain_then_resumed_from_the
     assert report.ok and report.expected == 40, report.to_dict()
     if config.output.format == "iceberg":
         assert branches(config) == []  # the killed attempt's branch went with the resume
+    else:
+        assert dead_files(config, batch_id) == [], err  # and its staged files
+        assert "files the killed attempts staged in the table" in err
     code, status, _ = cli_json(capfd, ["status", *where])
     assert status["stale_batches"] == []
 
