@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from urllib.parse import unquote
@@ -111,6 +112,22 @@ def dead_files(config, batch_id: int) -> list[str]:
     return found
 
 
+def cli_process(argv: list[str], timeout_s: float = 600) -> tuple[int, dict, str]:
+    """`eos-ingest <argv>` in a process (and session) of its own, as a user runs it, bounded: past
+    `timeout_s` it and its spark-submit job are killed and the test fails."""
+    job = subprocess.Popen(
+        [sys.executable, "-m", "eos_ingest.cli", *argv],
+        start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        out, err = job.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.communicate()
+        pytest.fail(f"eos-ingest {' '.join(argv)} did not end within {timeout_s} s")
+    return job.returncode, (json.loads(out) if out.strip().startswith("{") else {}), err
+
+
 def cli_json(capture, argv: list[str]) -> tuple[int, dict, str]:
     """The command's exit code, its stdout as JSON and its stderr (capfd: `run` and `backfill`
     hand the spark-submit job this process's stderr, a file descriptor)."""
@@ -153,9 +170,7 @@ def test_a_killed_backfill_is_named_by_status_and_maintain_then_resumed_from_the
     assert code == 0
     assert named(report["stale_batches"], batch_id)["message"] == text
 
-    code, summary, err = cli_json(
-        capfd, ["backfill", *where, "--resume", str(batch_id), "--master", "local[1]"]
-    )
+    code, summary, err = cli_process(["backfill", *where, "--resume", str(batch_id), "--master", "local[1]"])
 
     assert code == 0, err
     assert f"resuming backfill batch {batch_id}" in err
