@@ -3,6 +3,8 @@
 eos-ingest run --pipeline demo        plan a batch (or resume the pending one) and execute it
 eos-ingest run --pipeline demo --until-caught-up
                                       then the next batches, in one Spark session, until caught up
+eos-ingest backfill --pipeline demo --resume 12
+                                      run the planned backfill 12 again (its job was killed)
 eos-ingest check-lag --pipeline demo  the lag against the pipeline's alerts: limits (exit 4 when passed)
 eos-ingest verify --pipeline demo     compare Kafka's committed records with the output tables
 """
