@@ -289,14 +289,19 @@ def clean_dead_attempts(config: PipelineConfig, store: ControlStore, batch_id: i
         return {}
     from eos_ingest.storage.dead_attempts import delete_dead_attempt_files
 
-    return {
-        "table": delete_dead_attempt_files(
-            config.output_path, batch_id, batch.created_at, batch.delta_version
-        ),
-        "quarantine": delete_dead_attempt_files(
-            config.quarantine_path, batch_id, batch.created_at, batch.quarantine_delta_version
-        ),
-    }
+    deleted: dict[str, list[str]] = {}
+    for name, location, version in (
+        ("table", config.output_path, batch.delta_version),
+        ("quarantine", config.quarantine_path, batch.quarantine_delta_version),
+    ):
+        try:
+            deleted[name] = delete_dead_attempt_files(location, batch_id, batch.created_at, version)
+        except Exception as exc:  # the batch committed all the same; VACUUM deletes them in time
+            log.warning(
+                "batch %s: the dead attempts' files of the %s stay for VACUUM: %s", batch_id, name, exc
+            )
+            deleted[name] = []
+    return deleted
 
 
 def maintain(
