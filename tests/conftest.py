@@ -15,6 +15,7 @@ pytest_plugins = [
     "tests.fixtures.s3",
     "tests.fixtures.registry",
     "tests.fixtures.iceberg_rest",
+    "tests.fixtures.fault_proxy",
 ]
 
 

@@ -1,0 +1,107 @@
+"""storage/commit_outcomes.outcome (and delta_outcome_unknown) on Iceberg's own exception objects, built in the test session's JVM
+and thrown through py4j (a failed CompletableFuture's join wraps them, as Spark's and Iceberg's
+callers wrap them), never on message text: a message that says "CommitFailedException" in an
+exception of another class decides nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from py4j.protocol import Py4JJavaError
+
+from eos_ingest.storage.commit_outcomes import delta_outcome_unknown, outcome
+
+pytestmark = pytest.mark.integration
+
+EXC = "org.apache.iceberg.exceptions"
+
+
+def thrown(spark, throwable: Any) -> Py4JJavaError:
+    """`throwable` as py4j raises it from a real Java call (wrapped in a CompletionException)."""
+    future = spark._jvm.java.util.concurrent.CompletableFuture.failedFuture(throwable)
+    with pytest.raises(Py4JJavaError) as raised:
+        future.join()
+    return raised.value
+
+
+def no_args(spark) -> Any:
+    return spark.sparkContext._gateway.new_array(spark._jvm.java.lang.Object, 0)
+
+
+def _construct(spark, qualified: str, *args: Any) -> Any:
+    """A new instance of the Java class `qualified` (py4j picks the constructor by the args)."""
+    cls: Any = spark._jvm
+    for part in qualified.split("."):
+        cls = getattr(cls, part)
+    return cls(*args)
+
+
+def test_unknown_lost_refused_and_other_by_the_exception_class(spark) -> None:
+    jvm = spark._jvm
+    empty = no_args(spark)
+    busy = jvm.java.sql.SQLException("[SQLITE_BUSY] The database file is locked (database is locked)")
+    reset = jvm.java.net.SocketException("Connection reset")
+    dropped = jvm.java.sql.SQLTransientConnectionException(
+        "An I/O error occurred while sending to the backend."
+    )
+    cases = {
+        # A REST catalog's 5xx or lost answer to a commit: Iceberg itself does not know.
+        "unknown-state": (
+            f"{EXC}.CommitStateUnknownException",
+            (jvm.java.lang.RuntimeException("503"),),
+            "unknown",
+        ),
+        # A connection closed instead of an answer (the REST client's IOException, wrapped).
+        "rest": (
+            f"{EXC}.RESTException",
+            (reset, "Error occurred while processing POST request", empty),
+            "unknown",
+        ),
+        "service-failure": (f"{EXC}.ServiceFailureException", ("Server error: 502", empty), "unknown"),
+        # SQLite busy past its timeout; a JDBC connection dropped mid-UPDATE.
+        "sqlite-busy": (
+            "org.apache.iceberg.jdbc.UncheckedSQLException",
+            (busy, "Unknown failure", empty),
+            "unknown",
+        ),
+        "pg-dropped": ("java.lang.RuntimeException", (dropped,), "unknown"),
+        # Lost to a concurrent commit after Iceberg's own retries: nothing landed.
+        "lost": (f"{EXC}.CommitFailedException", ("Requirement failed: ref main changed", empty), "lost"),
+        "refused": (f"{EXC}.ForbiddenException", ("Forbidden: commit", empty), "refused"),
+        "bad-request": (f"{EXC}.BadRequestException", ("Malformed", empty), "other"),
+        # The text of another class decides nothing.
+        "text-only": (
+            "java.lang.IllegalArgumentException",
+            ("CommitFailedException: Cannot fast-forward",),
+            "other",
+        ),
+    }
+    found = {
+        name: outcome(thrown(spark, _construct(spark, cls, *args))) for name, (cls, args, _) in cases.items()
+    }
+    assert found == {name: expected for name, (_, _, expected) in cases.items()}
+
+
+def test_delta_commit_errors_of_io_are_unknown_its_own_refusals_are_not(spark) -> None:
+    jvm = spark._jvm
+    coordinator = jvm.java.io.IOException("Delta commit coordinator at jdbc:postgresql://db/x failed: closed")
+    missing = jvm.java.io.FileNotFoundException("s3a://bucket/t/_delta_log/00000000000000000003.json")
+    refused = jvm.java.nio.file.FileSystemException(
+        "s3a://bucket/t: the Delta commit coordinator holds 2 entries"
+    )
+    assert delta_outcome_unknown(thrown(spark, coordinator))
+    assert delta_outcome_unknown(thrown(spark, jvm.java.lang.RuntimeException(missing)))
+    assert not delta_outcome_unknown(thrown(spark, refused))
+    assert not delta_outcome_unknown(thrown(spark, jvm.java.lang.IllegalStateException("IOException")))
+
+
+def test_an_unknown_state_wins_over_what_it_wraps_and_python_errors_are_other(spark) -> None:
+    empty = no_args(spark)
+    lost = _construct(spark, f"{EXC}.CommitFailedException", "conflict", empty)
+    unknown = _construct(spark, f"{EXC}.CommitStateUnknownException", lost)
+    assert outcome(thrown(spark, unknown)) == "unknown"
+    assert outcome(RuntimeError("CommitStateUnknownException")) == "other"
+    with pytest.raises(Exception) as analysis:  # pyspark's converted error: its _origin is read
+        spark.sql("SELECT * FROM eos_no_such_catalog.no_such.table").collect()
+    assert outcome(analysis.value) == "other"
