@@ -97,7 +97,9 @@ class WriteConflictError(WriteError):
 
 
 class PartialWriteError(WriteError):
-    """Part of the batch's output is in Delta (e.g. the table, not the quarantine table).
+    """Part of the batch's output is in Delta (e.g. the table, not the quarantine table), or may be:
+    a table commit whose outcome is unknown (a catalog's 5xx or lost answer, a dropped database
+    connection; storage/commit_outcomes.py).
 
     Retriable: the batch stays planned, so the next attempt replaces both tables' ranges again; a
     failed batch would never be rerun and a backfill's tables would disagree for good.

@@ -27,6 +27,8 @@ from urllib.parse import urlparse
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from eos_ingest.errors import PartialWriteError, WriteError
+from eos_ingest.storage import commit_outcomes
 from eos_ingest.storage.table_format import Txn
 
 if TYPE_CHECKING:
@@ -165,8 +167,15 @@ class StagedBranch:
 
     def commit(self) -> int | None:
         """Publish: main fast-forwarded to the branch, the branch removed (one metadata commit);
-        main's snapshot id after it. PublishConflictError when main moved since the cut or holds
-        a write of this app id by this fence or a newer one: nothing was published."""
+        the id of the snapshot this publish put on main (the branch's head: never main's head read
+        again afterwards, which may be another writer's by then).
+
+        PublishConflictError when main moved since the cut, holds a write of this app id by this
+        fence or a newer one, or the branch is gone: nothing was published, stage anew.
+        PartialWriteError (retriable) when the outcome is unknown (a REST catalog's 5xx or lost
+        answer, a JDBC connection dropped mid-UPDATE, SQLite busy past its timeout): main may hold
+        the batch, or may yet; the batch stays planned and its next attempt's marker check
+        (newest_write) settles it. The branch is left as it is then."""
         if self._done:
             raise RuntimeError(f"the staged branch of {self.identifier} was already published or aborted")
         self._done = True
@@ -183,17 +192,55 @@ class StagedBranch:
                     f"main of {self.identifier} already holds the write of fence {fence} for "
                     f"{self.txn.app_id}; this attempt's fence is {self.txn.fence}"
                 )
+        ref = table.refs().get(self.branch)
+        if ref is None:  # removed since the stage (maintain, a person): nothing of it can reach main
+            raise PublishConflictError(
+                f"the branch {self.branch} of {self.identifier} is gone since it was staged"
+            )
+        head = int(ref.snapshotId())
         try:
             table.manageSnapshots().fastForwardBranch(MAIN, self.branch).removeBranch(self.branch).commit()
         except Exception as exc:
-            if not _lost_race(exc):
-                raise
+            return self._settle(exc, head)
+        return head
+
+    def _settle(self, exc: BaseException, head: int) -> int:
+        """After a publish that raised `exc`: `head` when main holds it after all; else raise what
+        the error and the table say (see commit)."""
+        what = f"the publish of batch branch {self.branch} to main of {self.identifier}"
+        kind = commit_outcomes.outcome(exc)
+        if kind == "unknown":
+            raise PartialWriteError(
+                f"{what} has an unknown outcome ({commit_outcomes.describe(exc)}): main may hold the "
+                "batch's rows, or may yet; the batch stays planned and its next attempt finds this "
+                "write's marker on main or not, and settles it: run it again"
+            ) from exc
+        if kind == "refused":
+            raise WriteError(f"{what} was refused by the catalog: {commit_outcomes.describe(exc)}") from exc
+        # Lost, or an error that names no outcome (Iceberg's re-applied fast-forward after its own
+        # lost retry says "Cannot fast-forward"): the table says what happened.
+        table = self._table
+        try:
+            table.refresh()
+            main = table.currentSnapshot()
+            ancestors = self._spark._jvm.org.apache.iceberg.util.SnapshotUtil
+            landed = main is not None and bool(ancestors.isAncestorOf(table, main.snapshotId(), head))
+            under = main is None or bool(ancestors.isAncestorOf(table, head, main.snapshotId()))
+        except Exception as reread:
+            raise PartialWriteError(
+                f"{what} failed ({commit_outcomes.describe(exc)}) and main could not be read after it "
+                f"({commit_outcomes.describe(reread)}); the batch stays planned: run it again"
+            ) from exc
+        if landed:  # a retry inside Iceberg (or a lost answer) found it applied: it is on main
+            log.warning("%s raised %s, but main holds it", what, commit_outcomes.describe(exc))
+            return head
+        if kind == "lost" or not under:
             self._remove_branch()
             raise PublishConflictError(
-                f"main of {self.identifier} moved since the branch {self.branch} was cut: {_message(exc)}"
+                f"main of {self.identifier} moved since the branch {self.branch} was cut: "
+                f"{commit_outcomes.describe(exc)}"
             ) from exc
-        table.refresh()
-        return int(table.currentSnapshot().snapshotId())
+        raise WriteError(f"{what} failed: {commit_outcomes.describe(exc)}") from exc
 
     def abort(self) -> None:
         """Remove the branch (best effort: a branch left behind is invisible on main, and the next
@@ -216,14 +263,31 @@ def commit_refs(table: Any, what: str, change: Callable[[Any], Any]) -> None:
     Why a lost one is a PublishConflictError: the change is built on the metadata it read, and
     Iceberg refuses it when another writer's commit (a publish, another attempt's branch) landed
     since ("Table metadata refresh is required") rather than applying it anew; the caller's try
-    starts over from a fresh stage, as after a refused fast-forward."""
+    starts over from a fresh stage, as after a refused fast-forward. One whose outcome is unknown
+    (commit_outcomes) is a PartialWriteError: main is not touched by a branch's change, but this
+    try cannot go on, and the next attempt removes the branches of older fences."""
     table.refresh()
     try:
         change(table.manageSnapshots()).commit()
     except Exception as exc:
-        if not _lost_race(exc):
-            raise
-        raise PublishConflictError(f"{what} lost to a concurrent commit: {_message(exc)}") from exc
+        raise_classified(exc, what)
+        raise
+
+
+def raise_classified(exc: BaseException, what: str, *, catalog_only: bool = False) -> None:
+    """Raise PublishConflictError for a commit on a branch (or a branch change) that lost to a
+    concurrent commit, PartialWriteError for one whose outcome is unknown; return otherwise.
+    catalog_only: a Spark job ran under it (commit_outcomes.outcome)."""
+    kind = commit_outcomes.outcome(exc, catalog_only=catalog_only)
+    if kind == "lost":
+        raise PublishConflictError(
+            f"{what} lost to a concurrent commit: {commit_outcomes.describe(exc)}"
+        ) from exc
+    if kind == "unknown":
+        raise PartialWriteError(
+            f"{what}: the catalog's answer is lost or an error ({commit_outcomes.describe(exc)}); "
+            "main does not hold this try's write and the batch stays planned: run it again"
+        ) from exc
 
 
 def cut_branch(table: Any, branch: str) -> None:
@@ -260,18 +324,3 @@ def remove_stale_branches(table: Any, batch_id: int, fence: int) -> list[str]:
 
         commit_refs(table, f"removing the branches {stale}", remove)
     return stale
-
-
-def _lost_race(exc: BaseException) -> bool:
-    """A fast-forward refused because main is no longer an ancestor of the branch, or a metadata
-    commit that kept losing to concurrent commits."""
-    text = _message(exc)
-    return "Cannot fast-forward" in text or "CommitFailedException" in text or "is not an ancestor" in text
-
-
-def _message(exc: BaseException) -> str:
-    java = getattr(exc, "java_exception", None)
-    try:
-        return str(java.toString()) if java is not None else f"{type(exc).__name__}: {exc}"
-    except Exception:
-        return str(exc)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from eos_ingest.config import partition_transforms
 from eos_ingest.errors import PartialWriteError
 from eos_ingest.storage import iceberg_properties
+from eos_ingest.storage.commit_outcomes import describe, outcome
 from eos_ingest.storage.iceberg_branch import (
     PublishConflictError,
     StagedBranch,
@@ -29,6 +30,7 @@ from eos_ingest.storage.iceberg_branch import (
     cut_branch,
     marker,
     newest_write,
+    raise_classified,
     remove_stale_branches,
 )
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
@@ -111,8 +113,13 @@ class IcebergFormat:
             for key, value in marker(batch_id, txn).items():
                 writer = writer.option(f"snapshot-property.{key}", value)
             writer.append()  # an empty frame commits a snapshot too: the branch's head is marked
-        except Exception:
+        except Exception as exc:
             staged.abort()
+            # A commit on the branch that lost after Iceberg's retries: this try stages anew; one
+            # whose outcome is unknown: retriable (main untouched either way).
+            raise_classified(
+                exc, f"the stage of batch {batch_id} on {staged.branch_identifier}", catalog_only=True
+            )
             raise
         return staged
 
@@ -144,7 +151,28 @@ class IcebergFormat:
             except AnalysisException as exc:
                 if "TABLE_OR_VIEW_ALREADY_EXISTS" not in str(exc):
                     raise
+            except Exception as exc:
+                self._creation_failed(spark, path, exc)
         return catalog.java_table(spark, path)
+
+    def _creation_failed(self, spark: SparkSession, path: str, exc: BaseException) -> None:
+        """After the table's creation raised `exc`: return when the table is there all the same
+        (the create landed and its answer was lost), else raise PartialWriteError when the outcome
+        is unknown (it may land yet: the next attempt finds the table or creates it), else `exc`."""
+        identifier = self.catalog.identifier(path)
+        try:
+            exists = bool(spark.catalog.tableExists(identifier))
+        except Exception:  # the catalog still does not answer
+            exists = False
+        if exists:
+            log.warning("creating %s raised %s, but the table is there: used", identifier, describe(exc))
+            return
+        if outcome(exc, catalog_only=True) == "unknown":
+            raise PartialWriteError(
+                f"creating the Iceberg table {identifier} has an unknown outcome ({describe(exc)}); "
+                "nothing of the batch is written and it stays planned: run it again"
+            ) from exc
+        raise exc
 
     def commit_staged(
         self,

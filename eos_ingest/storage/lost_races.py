@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from eos_ingest.errors import ConfigError, WriteConflictError, WriteError
+from eos_ingest.errors import ConfigError, EosIngestError, WriteConflictError, WriteError
 from eos_ingest.storage.table_format import StagedWrite
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ def commit_checked(
     each stage and again before each commit; `before_commit` before the first commit only (a test's
     fault point); `after_lost` with a try's staged write whose commit lost (what the format cleans
     up then). A stage's error (the Kafka read under it, a data loss) or the check's is raised as it
-    came; a failed commit is a WriteError; past the tries ($EOS_WRITE_CONFLICT_ATTEMPTS unless
+    came; a failed commit is a WriteError (a retriable error of the format's commit as it came); past the tries ($EOS_WRITE_CONFLICT_ATTEMPTS unless
     `tries`), the retriable WriteConflictError."""
     total = tries if tries is not None else conflict_attempts()
     first = True
@@ -151,6 +151,8 @@ def commit_checked(
                     if after_lost is not None:
                         after_lost(staged)
                     raise  # tried again from a fresh stage
+                if isinstance(exc, EosIngestError) and exc.retriable:
+                    raise  # the format's verdict: an unknown outcome, the batch stays planned
                 raise WriteError(f"{what} failed: {exc}") from exc
         finally:
             staged.abort()  # what the stage made, unless its commit was tried

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from eos_ingest.errors import PartialWriteError, WriteError
 from eos_ingest.plan.ranges import PlannedRange
+from eos_ingest.storage.commit_outcomes import delta_outcome_unknown, describe
 from eos_ingest.storage.lost_races import DEFAULT_BACKOFF_S, commit_checked
 from eos_ingest.storage.object_stores import delta_rs_uri, storage_options
 from eos_ingest.storage.staged_write import StagedReplace, stage_replace
@@ -227,17 +228,31 @@ def commit_staged(
     """
     import delta.exceptions  # noqa: F401  (installs the conversion of Delta's conflict errors)
 
-    staged, version, made = commit_checked(
-        stage_once,
-        lost=is_conflict,
-        what=f"Delta replace of batch {batch_id} into {path}",
-        check=check,
-        before_write=before_write,
-        before_commit=before_commit,
-        after_lost=lambda lost_try: lost_try.abort_lost_commit(),
-        tries=attempts,
-        backoff_s=backoff_s,
-    )
+    what = f"Delta replace of batch {batch_id} into {path}"
+    try:
+        staged, version, made = commit_checked(
+            stage_once,
+            lost=is_conflict,
+            what=what,
+            check=check,
+            before_write=before_write,
+            before_commit=before_commit,
+            after_lost=lambda lost_try: lost_try.abort_lost_commit(),
+            tries=attempts,
+            backoff_s=backoff_s,
+        )
+    except WriteError as failed:
+        # commit_checked's WriteError of a failed commit, raised from the commit's error: an I/O
+        # error there (the object store, the commit coordinator's database) may be of a commit
+        # already decided (commit_outcomes.delta_outcome_unknown), so the batch stays planned and
+        # its next attempt replaces the ranges again (one copy either way).
+        cause = failed.__cause__
+        if type(failed) is WriteError and cause is not None and delta_outcome_unknown(cause):
+            raise PartialWriteError(
+                f"{what} has an unknown outcome ({describe(cause)}): the table may hold it; the "
+                "batch stays planned and its next attempt replaces the ranges again: run it again"
+            ) from cause
+        raise
     if version is not None:
         return ReplaceResult(version, made, txn.fence if txn is not None else None)
     try:
