@@ -35,7 +35,7 @@ from eos_ingest.control.schema import BatchStatus
 from eos_ingest.errors import EXIT_RETRIABLE, EosIngestError, exit_code
 from eos_ingest.service.operations import open_store, plan_batch
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
-from tests.fixtures.fault_proxy import FaultProxy, creates_table, publishes_main
+from tests.fixtures.fault_proxy import FaultProxy, commits_to_a_batch_branch, creates_table, publishes_main
 from tests.fixtures.pipelines import ingest_once
 from tests.fixtures.postgres import on_control_db
 from tests.kafka_helpers import TxProducer
@@ -154,6 +154,33 @@ def test_a_lost_answer_to_the_table_creation_is_no_traceback_and_the_table_is_fo
         return
     result = ingest_once(spark, config)
     assert armed_proxy.fired and result is not None and result.records_written == RECORDS
+    assert on_server(iceberg_rest, f"lake.{name}") == Counter({(0, offset): 1 for offset in range(RECORDS)})
+
+
+@on_control_db("sqlite")
+def test_a_stage_that_keeps_losing_its_branch_commit_past_icebergs_retries_is_retriable(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, iceberg_rest, armed_proxy, monkeypatch
+) -> None:
+    """Every commit of the stage on its branch answered 409 (CommitFailedException, never
+    forwarded), past Iceberg's own retries: each try stages anew, and past the tries the batch stays
+    planned, exit 75; once the catalog takes them, the rerun lands once."""
+    monkeypatch.setenv(CONN, iceberg_rest.connection())
+    monkeypatch.setenv("EOS_WRITE_CONFLICT_ATTEMPTS", "2")
+    config, name = rest_pipeline(
+        spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, armed_proxy, "409"
+    )
+    armed_proxy.arm("409-unforwarded", commits_to_a_batch_branch(name), times=1000)
+    store = open_store(config)
+    batch, _ = plan_batch(config, store)
+    assert batch is not None
+    with pytest.raises(EosIngestError) as raised:
+        run_fenced(spark, config, store, batch)
+    assert len(armed_proxy.fired) > 2, armed_proxy.fired  # Iceberg's retries, then ours
+    assert exit_code(raised.value) == EXIT_RETRIABLE, raised.value
+    assert store.get_batch(batch.batch_id).status is BatchStatus.PLANNED
+    armed_proxy.disarm()
+    again = ingest_once(spark, config)
+    assert again is not None and again.batch_id == batch.batch_id
     assert on_server(iceberg_rest, f"lake.{name}") == Counter({(0, offset): 1 for offset in range(RECORDS)})
 
 
