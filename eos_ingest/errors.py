@@ -167,3 +167,9 @@ def exit_code(exc: EosIngestError) -> int:
     if isinstance(exc, QualityGateError | WriteError):
         return EXIT_FAILED
     return EXIT_NEEDS_A_PERSON
+
+
+class MissingExtraError(EosIngestError, ImportError):
+    """A feature needs a package of one of eos-ingest's extras, and it is not installed; the message
+    names the extra and the pip command (eos_ingest/extras.py). Not retriable: it needs an install.
+    An ImportError too, so code that falls back when an optional module is missing still does."""

@@ -8,14 +8,18 @@ import re
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
 from eos_ingest.airflow.tasks import library_errors
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
+from eos_ingest.extras import needs_extra
 from eos_ingest.spark.session import DELTA_CONF
 from eos_ingest.spark.submit import JOB_SCRIPT
+
+# An official Airflow image has no Spark provider: the DAG folder's import error names the extra.
+with needs_extra("airflow", "the ingest DAG's batch task (a SparkSubmitOperator)"):
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 log = logging.getLogger(__name__)
 

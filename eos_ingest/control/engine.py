@@ -13,6 +13,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError
 
 from eos_ingest.errors import ConfigError, ControlStoreUnavailableError
+from eos_ingest.extras import needs_extra
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,9 +50,11 @@ class TransactionRunner:
             event.listen(self.engine, "connect", _sqlite_on_connect)
             event.listen(self.engine, "begin", _sqlite_on_begin)
         elif self.backend == "postgresql":
-            self.engine = create_engine(
-                parsed, pool_pre_ping=True, connect_args={"connect_timeout": connect_timeout_s}
-            )
+            # create_engine imports the driver (psycopg: the `postgres` extra).
+            with needs_extra("postgres", f"the PostgreSQL control DB {self.safe_url}"):
+                self.engine = create_engine(
+                    parsed, pool_pre_ping=True, connect_args={"connect_timeout": connect_timeout_s}
+                )
         else:
             raise ConfigError(
                 f"control DB URL {self.safe_url}: backend {self.backend!r} is not supported; "

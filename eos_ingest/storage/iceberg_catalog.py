@@ -26,6 +26,7 @@ from sqlalchemy.engine import make_url
 
 from eos_ingest.config.table_location import is_object_store
 from eos_ingest.errors import ConfigError
+from eos_ingest.extras import needs_extra
 from eos_ingest.storage.iceberg_rest_auth import SECRET_PROPERTIES, properties_from_env
 from eos_ingest.storage.object_stores import S3Access
 
@@ -145,15 +146,16 @@ class IcebergCatalog:
         """The same catalog in pyiceberg (no JVM), for reads without Spark: a SqlCatalog on the
         jdbc catalog's database, a RestCatalog on the rest server with the same credentials."""
         if self.type == "rest":
-            from pyiceberg.catalog.rest import RestCatalog
+            with needs_extra("iceberg", "reading an Iceberg table without Spark (verify, the audit)"):
+                from pyiceberg.catalog.rest import RestCatalog
 
             try:
                 return RestCatalog(self.name, **self.properties())
             except Exception as exc:
                 self._refused(exc)
                 raise
-        from pyiceberg.catalog.sql import SqlCatalog
-
+        with needs_extra("iceberg", "reading an Iceberg table without Spark (verify, the audit)"):
+            from pyiceberg.catalog.sql import SqlCatalog
         assert self.warehouse is not None
         found = {"uri": self.uri, "warehouse": _pyiceberg_warehouse(self.warehouse)}
         if is_object_store(self.warehouse):  # pyarrow's S3 client, with the same AWS_* access
@@ -169,8 +171,8 @@ class IcebergCatalog:
         holds that metadata or a newer one."""
         if self.type == "rest":
             return self.pyiceberg().load_table(table)
-        from pyiceberg.table import StaticTable
-
+        with needs_extra("iceberg", "reading an Iceberg table without Spark (the gate)"):
+            from pyiceberg.table import StaticTable
         found = pyiceberg_s3(S3Access.from_env()) if is_object_store(metadata_location) else {}
         return StaticTable.from_metadata(metadata_location, properties=found)
 

@@ -30,6 +30,7 @@ EXIT_CODES = [
     (errors.BackfillRangeError, EXIT_NEEDS_A_PERSON),
     (errors.SchemaEvolutionError, EXIT_NEEDS_A_PERSON),
     (errors.ControlSchemaError, EXIT_NEEDS_A_PERSON),
+    (errors.MissingExtraError, EXIT_NEEDS_A_PERSON),
     (errors.EosIngestError, EXIT_NEEDS_A_PERSON),
 ]
 
