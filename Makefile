@@ -62,14 +62,17 @@ test-unit: setup
 # The unit tests and a real batch (the wheel test: broker, spark-submit, Delta, GX) on each other
 # Python the package supports, in venvs with the lock's pins (scripts/pythons.sh: 3.12, 3.13).
 # `make test` runs a short part of it (tests/integration/test_pythons.py, on the newest version; here
-# on each). Then the wheel in a venv
+# on each). On each supported Python, 3.11 too, the wheel alone installed by plain pip without the
+# lock into a fresh venv, then a batch (EOS_WHEEL_PIP=1: ~4.5 min each, pip's install ~2 of them with
+# its cache warm, so not in `make test`). Then the wheel in a venv
 # that mirrors an official Airflow image (scripts/pythons.sh image: Python 3.12,
 # requirements-airflow-image.lock): Airflow untouched, the DAG folder's DagBag, the CLI and plugin.
 test-pythons: setup
+	EOS_WHEEL_PIP=1 $(PY) -m pytest -p no:cacheprovider tests/integration/test_wheel.py -k pip $(PYTEST_ARGS)
 	@for version in $$(scripts/pythons.sh versions); do \
 	  python="$$(scripts/pythons.sh venv $$version)" || exit 1; \
 	  echo "== Python $$version: $$python"; \
-	  "$$python" -m pytest -p no:cacheprovider tests/unit tests/integration/test_wheel.py $(PYTEST_ARGS) || exit 1; \
+	  EOS_WHEEL_PIP=1 "$$python" -m pytest -p no:cacheprovider tests/unit tests/integration/test_wheel.py $(PYTEST_ARGS) || exit 1; \
 	done
 	@python="$$(scripts/pythons.sh image)" && echo "== the Airflow image: $$python"
 	EOS_AIRFLOW_IMAGE=1 EOS_TEST_PYTHONS=all $(PY) -m pytest -p no:cacheprovider tests/integration/test_airflow_image.py \
@@ -84,11 +87,14 @@ compose-test: setup
 	@scripts/docker.sh install
 	EOS_COMPOSE_TEST=1 nice -n 19 $(PY) -m pytest -p no:cacheprovider tests/e2e/test_docker_compose_up.py $(PYTEST_ARGS)
 
-# Re-resolve requirements.in into the committed lock (hashes included): universal, one set of pins
+# Re-resolve requirements.in into the committed lock (hashes included), and requirements-bootstrap.in
+# (uv, pip, setuptools: what installs and builds the rest): universal, one set of pins
 # for every Python the package supports (3.11 to 3.13; markers where a package differs).
 lock:
 	$(VENV)/bin/uv pip compile requirements.in -o requirements.lock --universal --python-version 3.11 \
 	  --generate-hashes -q
+	$(VENV)/bin/uv pip compile requirements-bootstrap.in -o requirements-bootstrap.lock --universal \
+	  --python-version 3.11 --generate-hashes -q
 
 # Re-resolve requirements-airflow-image.in (Airflow 3.3.2 with its official image's default extras)
 # for the image's Python 3.12 only. It stands in for Airflow's published constraints file, which

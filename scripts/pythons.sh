@@ -40,11 +40,14 @@ make_venv() {
     exit 3
   fi
   venv="$STATE/pythons/$version"
-  want="$( (cat "$ROOT/requirements.lock" "$ROOT/pyproject.toml"; "$python" -VV) | sha256sum | cut -c1-16)"
+  want="$( (cat "$ROOT/requirements.lock" "$ROOT/requirements-bootstrap.lock" "$ROOT/pyproject.toml"; "$python" -VV) | sha256sum | cut -c1-16)"
   stamp="$venv/.eos-stamp"
   if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
     rm -rf "$venv"
-    "$UV" venv -q --seed --python "$python" "$venv"  # --seed: pip too, which the wheel test builds with
+    "$UV" venv -q --python "$python" "$venv"
+    # pip, uv (the wheel test builds with it) and setuptools from their hashed lock; `uv venv --seed`
+    # would put the index's newest pip there.
+    "$UV" pip install -q --python "$venv/bin/python" --require-hashes --no-deps -r "$ROOT/requirements-bootstrap.lock"
     # No --compile-bytecode: the modules a test imports compile as they load (the venv is writable),
     # the thousands it never imports cost nothing. tests/integration/test_pythons.py from a fresh
     # state: 101 -> 65 s of CPU, 72 -> 63 s wall.
@@ -117,10 +120,11 @@ image_venv() {
     cp "$ROOT/pyproject.toml" "$ROOT/README.md" "$build/source/"
     (cd "$ROOT" && find eos_ingest -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 \
       | xargs -0 cp --parents -t "$build/source")
-    "$UV" build -q --wheel -o "$build/dist" "$build/source"
+    "$UV" build -q --wheel -b "$ROOT/requirements-bootstrap.lock" -o "$build/dist" "$build/source"
     before="$("$UV" pip freeze -q --python "$venv/bin/python")"
     SECONDS=0
     # The image's own pip, as its users run it: what is installed stays unless a range needs otherwise.
+    # Not from a lock, on purpose: what this measures is what a user's install changes in the image.
     # shellcheck disable=SC2086
     "$venv/bin/python" -m pip install -q --no-input "$(ls "$build"/dist/eos_ingest-*.whl)[airflow]" $IMAGE_PINS >&2
     after="$("$UV" pip freeze -q --python "$venv/bin/python")"

@@ -22,11 +22,13 @@ mkdir -p "$STATE"
 
 # 1. The virtualenv, from the committed lock. uv makes a cold install take seconds, not minutes.
 # "bytecode" is part of the stamp: a venv made before packages were installed compiled gets redone.
-want="$( (cat "$ROOT/requirements.lock" "$ROOT/pyproject.toml"; echo bytecode) | sha256sum | cut -c1-16)"
+want="$( (cat "$ROOT/requirements.lock" "$ROOT/requirements-bootstrap.lock" "$ROOT/pyproject.toml"; echo bytecode) | sha256sum | cut -c1-16)"
 stamp="$VENV/.eos-stamp"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "uv==0.13.9"
+  # uv (and pip, setuptools) from their own hashed lock: nothing here is the index's newest.
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --require-hashes --no-deps \
+    -r "$ROOT/requirements-bootstrap.lock"
   # Compiled at install, as pip does by default and uv does not: with PYTHONDONTWRITEBYTECODE set
   # (CI machines, containers) nothing is ever cached, and every process would compile what it
   # imports; GX's import alone took 8.4 s of CPU instead of 3.9 s (bench/HISTORY.md).

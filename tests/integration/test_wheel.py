@@ -6,6 +6,12 @@ third-party packages are the project venv's, reached through one .pth line (a li
 adds its folder, it does not run that folder's .pth files, so the checkout's editable install stays
 out); pyspark's `spark-submit` script is copied beside the venv's python, where pip puts it. Every
 command runs in a folder outside the repository, without PYTHONPATH.
+
+The second test is a new user's install: the wheel alone, by plain pip, without the lock (its
+dependencies are whatever pyproject.toml's ranges resolve to on the index that day) into a fresh
+venv, then the same batch. pip's install alone takes a minute and a half with pip's cache warm, three
+cold, so it runs in `make test-pythons` (EOS_WHEEL_PIP=1, on every supported Python), not in
+`make test`.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +46,13 @@ def build_wheel(tmp_path: Path) -> Path:
         paths.PACKAGE_DIR, source / "eos_ingest", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
     )
     dist = tmp_path / "dist"
-    uv = Path(sys.executable).parent / "uv"  # installed by `make setup`; builds in an isolated env
-    build = (
-        [str(uv), "build", "--wheel"] if uv.exists() else [sys.executable, "-m", "pip", "wheel", "--no-deps"]
-    )
+    # uv: in every venv of `make setup` and scripts/pythons.sh (requirements-bootstrap.lock). It builds in
+    # an isolated env, with the lock's setuptools rather than the index's newest.
+    uv = Path(sys.executable).parent / "uv"
+    assert uv.exists(), f"{uv}: make setup installs it"
+    constraint = paths.REPO_ROOT / "requirements-bootstrap.lock"
     done = subprocess.run(
-        [*build, "-o" if uv.exists() else "-w", str(dist), str(source)],
+        [str(uv), "build", "--wheel", "-b", str(constraint), "-o", str(dist), str(source)],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -83,6 +91,59 @@ def test_the_wheel_installed_away_from_the_checkout_plans_and_runs_a_batch(
     tmp_path: Path, kafka_bootstrap: str, make_topic: Any
 ) -> None:
     venv = install(tmp_path, build_wheel(tmp_path))
+    batch_on_the_broker(tmp_path, venv, kafka_bootstrap, make_topic, airflow=True)
+
+
+# Every module but the Airflow adapter's (which only Airflow loads) imports with the wheel alone.
+IMPORT_ALL_BUT_AIRFLOW = """
+import importlib, json, pkgutil
+import eos_ingest
+failed = {}
+for module in pkgutil.walk_packages(eos_ingest.__path__, "eos_ingest."):
+    if not module.name.startswith("eos_ingest.airflow"):
+        try:
+            importlib.import_module(module.name)
+        except Exception as exc:
+            failed[module.name] = repr(exc)
+print(json.dumps(failed))
+"""
+
+
+@pytest.mark.skipif(
+    os.environ.get("EOS_WHEEL_PIP") != "1",
+    reason="pip from the index without the lock: make test-pythons (EOS_WHEEL_PIP=1; docs/install.md)",
+)
+def test_the_wheel_alone_installed_by_pip_without_the_lock_plans_runs_and_verifies_a_batch(
+    tmp_path: Path, kafka_bootstrap: str, make_topic: Any
+) -> None:
+    """issue 51: `pip install eos_ingest-*.whl` into a fresh venv, then `eos-ingest plan`, failed with
+    No module named 'pyarrow'. No lock, no extra, no Airflow: what the wheel declares is all there is."""
+    wheel = build_wheel(tmp_path)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    started = time.monotonic()
+    done = subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)],
+        capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    print(f"pip install of the wheel: {time.monotonic() - started:.0f} s")  # pytest -s shows it
+    assert done.returncode == 0, done.stderr[-4000:]
+    check = subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stdout
+    imported = subprocess.run(
+        [python, "-c", IMPORT_ALL_BUT_AIRFLOW], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert imported.returncode == 0, imported.stderr[-4000:]
+    assert json.loads(imported.stdout) == {}
+    batch_on_the_broker(tmp_path, venv, kafka_bootstrap, make_topic, airflow=False)
+
+
+def batch_on_the_broker(
+    tmp_path: Path, venv: Path, kafka_bootstrap: str, make_topic: Any, *, airflow: bool
+) -> None:
+    """plan, run and verify of a 40-record pipeline with the venv's eos-ingest, in a folder outside
+    the repository; with airflow, first where the package's files, its plugin and DAGs are found."""
     work = tmp_path / "elsewhere"  # the working directory: pipelines/ here, nothing of the repo
     (work / "pipelines").mkdir(parents=True)
     (tmp_path / "airflow" / "plugins").mkdir(parents=True)  # Airflow's plugins folder: empty
@@ -119,27 +180,30 @@ def test_the_wheel_installed_away_from_the_checkout_plans_and_runs_a_batch(
     shutil.copytree(paths.REPO_ROOT / "dags", work / "dags", ignore=shutil.ignore_patterns("__pycache__"))
     eos = str(venv / "bin" / "eos-ingest")
 
-    probe = run(str(venv / "bin" / "python"), "-c", PROBE)
-    assert probe.returncode == 0, probe.stderr
-    found = json.loads(probe.stdout)
-    assert Path(found["package"]).is_relative_to(venv), found["package"]
-    assert Path(found["factory"]).is_relative_to(venv)
-    # Nothing on sys.path but the venv itself holds an eos_ingest, and the checkout is not on it.
-    assert paths.REPO_ROOT.resolve() not in [Path(p or work).resolve() for p in found["sys_path"]]
-    others = [p for p in found["sys_path"] if not Path(p or work).resolve().is_relative_to(venv.resolve())]
-    assert not [p for p in others if (Path(p or work) / "eos_ingest").exists()], found["sys_path"]
-    assert found["checkout"] is None and found["state_dir"] == str(state)
-    assert found["files"] and all(found["files"].values()), found["files"]
-    assert all(Path(f).is_relative_to(venv) for f in found["files"])
-    assert found["templates"] == sorted(p.name for p in (paths.PACKAGE_DIR / "templates").glob("*.html"))
-    assert found["plugin"] == "eos_ingest"  # the airflow.plugins entry point of the installed wheel
+    if airflow:
+        probe = run(str(venv / "bin" / "python"), "-c", PROBE)
+        assert probe.returncode == 0, probe.stderr
+        found = json.loads(probe.stdout)
+        assert Path(found["package"]).is_relative_to(venv), found["package"]
+        assert Path(found["factory"]).is_relative_to(venv)
+        # Nothing on sys.path but the venv itself holds an eos_ingest, and the checkout is not on it.
+        assert paths.REPO_ROOT.resolve() not in [Path(p or work).resolve() for p in found["sys_path"]]
+        others = [
+            p for p in found["sys_path"] if not Path(p or work).resolve().is_relative_to(venv.resolve())
+        ]
+        assert not [p for p in others if (Path(p or work) / "eos_ingest").exists()], found["sys_path"]
+        assert found["checkout"] is None and found["state_dir"] == str(state)
+        assert found["files"] and all(found["files"].values()), found["files"]
+        assert all(Path(f).is_relative_to(venv) for f in found["files"])
+        assert found["templates"] == sorted(p.name for p in (paths.PACKAGE_DIR / "templates").glob("*.html"))
+        assert found["plugin"] == "eos_ingest"  # the airflow.plugins entry point of the installed wheel
 
-    airflow = run(str(venv / "bin" / "python"), "-c", AIRFLOW_PROBE, str(work / "dags"), timeout=300)
-    assert airflow.returncode == 0, airflow.stderr[-4000:]
-    parsed = json.loads(airflow.stdout.strip().splitlines()[-1])
-    assert parsed["plugins"].count("eos_ingest") == 1 and parsed["plugin_errors"] == {}, parsed
-    assert parsed["dag_ids"] == ["eos_backfill__wheel", "eos_ingest__wheel"], parsed
-    assert parsed["import_errors"] == {}, parsed
+        dagbag = run(str(venv / "bin" / "python"), "-c", AIRFLOW_PROBE, str(work / "dags"), timeout=300)
+        assert dagbag.returncode == 0, dagbag.stderr[-4000:]
+        parsed = json.loads(dagbag.stdout.strip().splitlines()[-1])
+        assert parsed["plugins"].count("eos_ingest") == 1 and parsed["plugin_errors"] == {}, parsed
+        assert parsed["dag_ids"] == ["eos_backfill__wheel", "eos_ingest__wheel"], parsed
+        assert parsed["import_errors"] == {}, parsed
 
     plan = run(eos, "plan", "--pipeline", "wheel")
     assert plan.returncode == 0, plan.stderr
