@@ -45,14 +45,14 @@ make_venv() {
   if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
     rm -rf "$venv"
     "$UV" venv -q --python "$python" "$venv"
-    # pip, uv (the wheel test builds with it) and setuptools from their hashed lock; `uv venv --seed`
-    # would put the index's newest pip there.
-    "$UV" pip install -q --python "$venv/bin/python" --require-hashes --no-deps -r "$ROOT/requirements-bootstrap.lock"
     # No --compile-bytecode: the modules a test imports compile as they load (the venv is writable),
     # the thousands it never imports cost nothing. tests/integration/test_pythons.py from a fresh
     # state: 101 -> 65 s of CPU, 72 -> 63 s wall.
     "$UV" pip sync -q --python "$venv/bin/python" "$ROOT/requirements.lock"
     "$UV" pip install -q --python "$venv/bin/python" --no-deps -e "$ROOT"
+    # pip, uv (the wheel test builds with it) and setuptools from their hashed lock, after the sync
+    # (which removes what its lock does not name); `uv venv --seed` would put the index's newest pip.
+    "$UV" pip install -q --python "$venv/bin/python" --require-hashes --no-deps -r "$ROOT/requirements-bootstrap.lock"
     echo "$want" > "$stamp"
     echo "pythons.sh: Python $version venv made in $venv" >&2
   fi
