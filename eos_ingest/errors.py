@@ -151,6 +151,12 @@ class ControlSchemaError(EosIngestError):
     """The control database holds a schema this eos-ingest cannot use (written by a newer version)."""
 
 
+class MissingExtraError(EosIngestError, ImportError):
+    """A feature needs a package of one of eos-ingest's extras, and it is not installed; the message
+    names the extra and the pip command (eos_ingest/extras.py). Not retriable: it needs an install.
+    An ImportError too, so code that falls back when an optional module is missing still does."""
+
+
 # Exit codes of the CLI and of the Spark job alike (docs/operations.md).
 EXIT_FAILED, EXIT_NEEDS_A_PERSON, EXIT_FENCED, EXIT_RETRIABLE = 1, 2, 3, 75
 # `eos-ingest check-lag`: the pipeline's lag passed a limit of its `alerts:` block (service/lag_alerts.py).
@@ -167,9 +173,3 @@ def exit_code(exc: EosIngestError) -> int:
     if isinstance(exc, QualityGateError | WriteError):
         return EXIT_FAILED
     return EXIT_NEEDS_A_PERSON
-
-
-class MissingExtraError(EosIngestError, ImportError):
-    """A feature needs a package of one of eos-ingest's extras, and it is not installed; the message
-    names the extra and the pip command (eos_ingest/extras.py). Not retriable: it needs an install.
-    An ImportError too, so code that falls back when an optional module is missing still does."""
