@@ -53,6 +53,7 @@ from eos_ingest.control.schema import BatchStatus
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.control.vacuum_lock import ABANDONED_IN_FLIGHT
 from eos_ingest.errors import BatchStateError, MaintenanceBusyError
+from eos_ingest.extras import needs_extra
 from eos_ingest.storage.iceberg_branch import BRANCH_PREFIX
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
 from eos_ingest.storage.lost_races import retry_lost_races
@@ -253,7 +254,8 @@ def dry_run_iceberg_tables(
 ) -> dict[str, Any]:
     """What maintain would start from, read with pyiceberg (no Spark, nothing changes): main's
     figures and the branches it would remove (None for a table not created yet)."""
-    from pyiceberg.exceptions import NoSuchTableError
+    with needs_extra("iceberg", "maintain --dry-run of an Iceberg table"):
+        from pyiceberg.exceptions import NoSuchTableError
 
     reading = catalog.pyiceberg()
     reports: dict[str, Any] = {}

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch
+from eos_ingest.extras import needs_extra
 from eos_ingest.storage.batch_rows import batch_topics, select_batch
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
 from eos_ingest.storage.table_names import OUTPUT_TABLES, TableName, output_names
@@ -105,7 +106,8 @@ class IcebergReader:
 
     def open(self, which: str) -> PublishedIceberg | None:
         # pyiceberg: the optional `iceberg` extra, imported only where an Iceberg table is read.
-        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+        with needs_extra("iceberg", "reading an Iceberg table without Spark (verify, the audit)"):
+            from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
         if self._pyiceberg is None:
             self._pyiceberg = self.catalog.pyiceberg()  # one catalog (one engine, one sign-in) per reader

@@ -6,11 +6,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.control.engine import TransactionRunner
 from eos_ingest.errors import MissingExtraError
 from eos_ingest.extras import EXTRAS, needs_extra
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.iceberg_reader import IcebergReader
+from eos_ingest.storage.table_names import TABLE
 
 
 def test_a_missing_module_of_the_extra_names_the_extra_and_the_pip_command() -> None:
@@ -43,6 +47,20 @@ def test_an_iceberg_read_without_pyiceberg_names_the_iceberg_extra(
         catalog.pyiceberg()
     with pytest.raises(MissingExtraError, match=r"pip install 'eos-ingest\[iceberg\]'"):
         catalog.pyiceberg_at("ns.t", str(tmp_path / "wh" / "v1.metadata.json"))
+
+
+def test_verify_of_an_iceberg_pipeline_without_pyiceberg_names_the_iceberg_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The reader verify and the audit open first: before, a bare No module named 'pyiceberg'."""
+    monkeypatch.setenv("EOS_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("EOS_CONTROL_DB_URL", raising=False)
+    monkeypatch.setitem(sys.modules, "pyiceberg.exceptions", None)
+    output = {"format": "iceberg", "table": "events.orders"}
+    doc = {"name": "orders", "topics": ["orders"], "value": {"format": "raw"}, "output": output}
+    (tmp_path / "orders.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    with pytest.raises(MissingExtraError, match=r"pip install 'eos-ingest\[iceberg\]'"):
+        IcebergReader(load_pipeline(tmp_path / "orders.yaml")).open(TABLE)
 
 
 def test_a_postgresql_control_db_without_psycopg_names_the_postgres_extra(
