@@ -63,8 +63,8 @@ test-unit: setup
 # Python the package supports, in venvs with the lock's pins (scripts/pythons.sh: 3.12, 3.13).
 # `make test` runs a short part of it (tests/integration/test_pythons.py, on the newest version; here
 # on each). On each supported Python, 3.11 too, the wheel alone installed by plain pip without the
-# lock into a fresh venv, then a batch (EOS_WHEEL_PIP=1: ~4.5 min each, pip's install ~2 of them with
-# its cache warm, so not in `make test`). Then the wheel in a venv
+# lock into a fresh venv, then a batch (EOS_WHEEL_PIP=1: 5 to 8 min each on a loaded machine, pip's
+# install 2 to 4 of them, so not in `make test`; docs/install.md). Then the wheel in a venv
 # that mirrors an official Airflow image (scripts/pythons.sh image: Python 3.12,
 # requirements-airflow-image.lock): Airflow untouched, the DAG folder's DagBag, the CLI and plugin.
 test-pythons: setup

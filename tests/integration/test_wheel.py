@@ -9,8 +9,8 @@ command runs in a folder outside the repository, without PYTHONPATH.
 
 The second test is a new user's install: the wheel alone, by plain pip, without the lock (its
 dependencies are whatever pyproject.toml's ranges resolve to on the index that day) into a fresh
-venv, then the same batch. pip's install alone takes a minute and a half with pip's cache warm, three
-cold, so it runs in `make test-pythons` (EOS_WHEEL_PIP=1, on every supported Python), not in
+venv, then the same batch. pip's install alone took 2 to 4 minutes on a loaded 2-core machine (the
+test 5 to 8), so it runs in `make test-pythons` (EOS_WHEEL_PIP=1, on every supported Python), not in
 `make test`.
 """
 
