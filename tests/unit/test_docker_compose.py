@@ -722,3 +722,19 @@ def test_the_secrets_script_generates_once_keeps_them_and_takes_given_ones(tmp_p
     run_secrets_script(first, AIRFLOW_JWT_SECRET="given-jwt-key", EOS_AIRFLOW_ADMIN_PASSWORD=given)
     assert jwt.read_text() == "given-jwt-key"
     assert json.loads(passwords.read_text()) == {"admin": given}
+
+
+def test_the_image_builds_the_package_with_the_setuptools_the_wheel_tests_build_with() -> None:
+    """The image builds eos-ingest without isolation, with requirements.lock's setuptools; every
+    `uv build` of the wheel takes requirements-bootstrap.lock's as its constraint."""
+    pins = {
+        lock: re.search(r"^setuptools==(\S+)", read(lock), re.MULTILINE)
+        for lock in ("requirements.lock", "requirements-bootstrap.lock")
+    }
+    versions = {lock: found and found.group(1) for lock, found in pins.items()}
+    assert None not in versions.values() and len(set(versions.values())) == 1, (
+        f"setuptools is pinned differently (or not at all): {versions}; pin one version in "
+        "requirements.in and requirements-bootstrap.in, then make lock"
+    )
+    runs = " ".join(args for word, args in dockerfile_instructions() if word == "RUN")
+    assert "--no-build-isolation" in runs, f"{DOCKERFILE} should build eos-ingest with the lock's setuptools"
