@@ -1,6 +1,6 @@
 """The sequence of one planned batch: fence -> identity check -> read -> parse (and stage the
-table's files) -> gate -> write (commit the staged files) -> commit (docs/exactly-once.md, "How exactly-once
-works", steps 2-7).
+table's files) -> gate (the quarantine's replace staged beside it) -> write (publish the table, then
+the quarantine table) -> commit (docs/exactly-once.md, "How exactly-once works", steps 2-7).
 
 run_fenced takes the fence and decides what a failure does to the batch; execute_batch runs the
 steps under that fence. A crash anywhere before the commit leaves the batch planned; the next
@@ -36,7 +36,7 @@ from eos_ingest.plan.identity import check_batch_identity
 from eos_ingest.quality import gate as quality
 from eos_ingest.quality.report import record_report
 from eos_ingest.redact import redact_text, secrets_of
-from eos_ingest.storage.table_format import Txn, txn_app_id
+from eos_ingest.storage.table_format import Txn, staged_batch_rows, txn_app_id
 from eos_ingest.storage.table_formats import output_format
 
 if TYPE_CHECKING:
@@ -52,6 +52,11 @@ log = logging.getLogger(__name__)
 PAUSE_BEFORE_COMMIT_ENV = "EOS_FAULT_PAUSE_BEFORE_COMMIT"
 # The same, after the gate and before the table's Delta commit: its files are staged, not committed.
 PAUSE_BEFORE_TABLE_COMMIT_ENV = "EOS_FAULT_PAUSE_BEFORE_TABLE_COMMIT"
+# The same, after the table's publish and before the quarantine table's: one table holds the batch.
+PAUSE_BEFORE_QUARANTINE_COMMIT_ENV = "EOS_FAULT_PAUSE_BEFORE_QUARANTINE_COMMIT"
+# The same, after the table's staged write (the batch's first read of Kafka) and before the
+# quarantine's replace reads its rows (a second read, unless the parsed rows are cached by then).
+PAUSE_BEFORE_QUARANTINE_READ_ENV = "EOS_FAULT_PAUSE_BEFORE_QUARANTINE_READ"
 # For `make bench` only: "1" skips the GX gate, to measure what the gate costs. Never for real
 # data: the batch then commits without its checks, and the job says so in a warning per batch.
 GATE_OFF_ENV = "EOS_BENCH_GATE_OFF"
@@ -139,11 +144,18 @@ def execute_batch(
     batch_config = evolution.config
     parsed = parser.parse(kafka_rows, batch_config, batch_id, evolution.avro)
     table_txn = _txn(config, batch, fence, "table")
+    quarantine_txn = _txn(config, batch, fence, "quarantine")
     rows = parser.output_rows(parsed, batch_config)  # the table's rows (a skipped write's gate reads them)
     observation: list[Any] = []  # the counts observed by the try's staged write
     splits: list[parser.Split] = []  # the counts of each try that reached its gate
-    quarantine_write: Future[int] | None = None
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eos-quarantine")
+    # The quarantine's replace, staged beside the first gate and published right after the table's.
+    quarantine_stage: Future[StagedWrite] | None = None
+    pool = ThreadPoolExecutor(
+        max_workers=1, thread_name_prefix="eos-quarantine", initializer=_activate, initargs=(spark,)
+    )
+
+    def check_fence() -> None:
+        store.check_fence(batch_id, fence)
 
     def stage_table() -> StagedWrite:
         # One Spark pass reads, parses, counts (observed) and writes the table's files; they are
@@ -162,7 +174,7 @@ def execute_batch(
         )
 
     def gate_table(staged: StagedWrite) -> None:
-        nonlocal quarantine_write
+        nonlocal quarantine_stage
         split = None if staged.skipped else parser.observed_split(observation[0])
         if split is None or split.quarantined or split.unknown_fields or split.type_changed:
             # What is still to read from the batch (its counts when Delta skipped the write,
@@ -180,6 +192,10 @@ def execute_batch(
             )
         splits.append(split)
         schema_evolution.check_parsed(parsed, split, batch_config, batch_id)
+        if quarantine_stage is None:
+            # Staged beside the gate (a Spark job while GX runs in Python), published only after
+            # the table's publish: neither table is replaced unless both tries got this far.
+            quarantine_stage = pool.submit(stage_quarantine)
         log.info("batch %s: phase %s", batch_id, "gate")
         if recount is None:
             log.warning(
@@ -200,46 +216,63 @@ def execute_batch(
                 if failed.report is not None:
                     record_report(store, batch_id, failed.report, raise_errors=False)
                 raise
+        quarantine_stage.result()  # staged and counted, or its error: then neither table is published
         log.info("batch %s: phase %s", batch_id, "write")
-        if quarantine_write is None:
-            # The table's commit and the quarantine's replace are two tables' Delta commits (0.6-0.9 s
-            # each, mostly the driver's): side by side. Both land before the control commit
-            # publishes the batch; if either fails the batch stays planned, and a rerun replaces both.
-            quarantine_write = pool.submit(write_quarantine, split.quarantined)
 
-    def write_quarantine(bad: int) -> int:
+    def stage_quarantine() -> StagedWrite:
+        # The quarantine's rows are a second read of the batch (`parsed` is cached from here on, not
+        # before): a compacted topic's cleaner may have run since the gate's count. What would be
+        # published is counted against it; a difference fails the try, retriably.
+        pause_if_asked(PAUSE_BEFORE_QUARANTINE_READ_ENV)
+        bad = splits[0].quarantined
         quarantine = parser.quarantine_rows(parsed, batch_config)
         if not bad:
             # An empty replace: limit(0) plans as an empty relation, so Kafka is not read again,
             # and no Python worker starts (createDataFrame([]) is a Python RDD: ~1 s per job).
             quarantine = quarantine.limit(0)
-        return table_format.replace_ranges(
-            spark,
-            quarantine,
+        staged = table_format.stage(
+            spark, quarantine, quarantine_path, batch.ranges, batch_id, txn=quarantine_txn
+        )
+        written = 0 if staged.skipped or not bad else staged_batch_rows(staged, quarantine.schema, batch_id)
+        if written != bad and not staged.skipped:
+            staged.abort()
+            raise PartialWriteError(
+                f"batch {batch_id}: the quarantine table {quarantine_path} would get {written} rows where "
+                f"the gate counted {bad} quarantined records: the ranges read differently the second "
+                "time (a compacted topic's cleaner ran, say); the quarantine's replace is not "
+                "published and the batch stays planned: a rerun reads and checks them anew"
+            )
+        return staged
+
+    def publish_quarantine(staged: StagedWrite) -> int:
+        # Right after the table's publish; a try that loses to a concurrent writer stages anew.
+        first = [staged]
+        return table_format.commit_staged(
+            lambda: first.pop() if first else stage_quarantine(),
             quarantine_path,
-            batch.ranges,
             batch_id,
-            txn=_txn(config, batch, fence, "quarantine"),
-            before_write=lambda: store.check_fence(batch_id, fence),
+            txn=quarantine_txn,
+            before_write=check_fence,
+            before_commit=lambda: pause_if_asked(PAUSE_BEFORE_QUARANTINE_COMMIT_ENV),
         ).version
 
     try:
         # Every try that commits is one whose staged files passed the gate (a lost conflict stages
-        # and gates anew); the quarantine's replace is written once, beside the first commit try.
+        # and gates anew), and whose quarantine replace is staged and counted: the first try's.
         version = table_format.commit_staged(
             stage_table,
             table_path,
             batch_id,
             txn=table_txn,
             check=gate_table,
-            before_write=lambda: store.check_fence(batch_id, fence),  # a zombie stages nothing
+            before_write=check_fence,  # a zombie stages nothing
             before_commit=lambda: pause_if_asked(PAUSE_BEFORE_TABLE_COMMIT_ENV),
         ).version
-        assert quarantine_write is not None  # the gate of the try that committed started it
+        assert quarantine_stage is not None  # the gate of the try that committed started it
         try:  # the table holds the batch now: whatever fails next must leave it planned
-            quarantine_version = quarantine_write.result()
+            quarantine_version = publish_quarantine(quarantine_stage.result())
         except Exception as exc:
-            if isinstance(exc, EosIngestError) and exc.retriable:
+            if isinstance(exc, FencedError) or (isinstance(exc, EosIngestError) and exc.retriable):
                 raise
             raise PartialWriteError(
                 f"batch {batch_id}: the table {table_path} was written but the quarantine "
@@ -247,7 +280,9 @@ def execute_batch(
                 "replaces the ranges in both (fix the quarantine table first if the cause persists)"
             ) from exc
     finally:
-        pool.shutdown(wait=True)  # the quarantine's write ends before the batch's fate is decided
+        pool.shutdown(wait=True)  # the quarantine's stage ends before the batch's fate is decided
+        if quarantine_stage is not None and quarantine_stage.exception() is None:
+            quarantine_stage.result().abort()  # unpublished: its files or branch go (a no-op once tried)
         parsed.unpersist()
     split = splits[-1]
     good, bad = split.good, split.quarantined
@@ -279,6 +314,16 @@ def execute_batch(
     )
     log.info("batch %s committed: %s", batch_id, result)
     return result
+
+
+def _activate(spark: SparkSession) -> None:
+    """Make `spark` the active session of this thread's JVM thread, which a new Python thread lacks:
+    Delta's snapshot loading falls back to the active session when its prefetch of a checkpoint
+    fails (DELTA_SPARK_SESSION_NOT_SET, seen in the quarantine's stage beside a writer that
+    commits to the table five times a second: test_write_conflicts.py)."""
+    jvm = spark._jvm
+    assert jvm is not None
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
 
 def _check_identity(config: PipelineConfig, store: ControlStore, batch: Batch) -> None:

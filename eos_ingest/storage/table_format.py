@@ -134,3 +134,14 @@ class TableFormat(Protocol):
     ) -> ReplaceResult:
         """commit_staged of stage(rows, ...) with no check between (the quarantine table, tools)."""
         ...
+
+
+def staged_batch_rows(staged: StagedWrite, schema: StructType, batch_id: int) -> int:
+    """The rows of `batch_id` that committing `staged` would publish, counted in its staged files
+    (its `batch_id` column only; `schema`, the written frame's, types it): by pyarrow where
+    read_arrow can (a local table: milliseconds), else by a Spark count of the read-back."""
+    ids = type(schema)([schema["batch_id"]])
+    arrow = staged.read_arrow(ids, batch_id)
+    if arrow is not None:
+        return arrow.num_rows
+    return staged.read_back(ids).where(f"batch_id = {int(batch_id)}").count()

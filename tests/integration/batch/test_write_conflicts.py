@@ -134,12 +134,13 @@ def test_a_write_conflict_past_the_retries_leaves_the_batch_planned_and_the_job_
 
 @sqlite_only
 @on_formats()
-def test_a_failed_table_commit_beside_a_landed_quarantine_replace_leaves_the_batch_planned_and_one_copy_after_the_rerun(
+def test_a_failed_table_commit_publishes_neither_table_and_leaves_the_batch_planned_and_one_copy_after_the_rerun(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
 ) -> None:
-    """The quarantine's replace runs beside the table's commit: when the table's commit fails, the
-    quarantine table may already hold the batch's rows; the batch stays planned, nothing is
-    published, and the rerun leaves exactly one copy in both tables."""
+    """The quarantine's replace is staged beside the gate and published only after the table's: when
+    the table's commit fails, the quarantine table holds nothing of the batch either (until issue
+    48 its replace landed beside); the batch stays planned, and the rerun leaves exactly one copy
+    in both tables."""
     config, store, batch, before = planned_over_existing_tables(
         spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
     )
@@ -168,7 +169,7 @@ def test_a_failed_table_commit_beside_a_landed_quarantine_replace_leaves_the_bat
     assert store.get_batch(batch.batch_id).status.value == "planned"
     assert store.committed_offsets(config.name) == before
     assert table_count(spark, config) == 200  # the first batch only
-    assert table_count(spark, config, QUARANTINE) == 20  # the replace beside it landed
+    assert table_count(spark, config, QUARANTINE) == 10  # the first batch only: nothing published
 
     result = rerun(spark, config, store, batch.batch_id)
     assert (result.records_written, result.records_quarantined) == (200, 10)
@@ -179,7 +180,7 @@ def test_a_failed_table_commit_beside_a_landed_quarantine_replace_leaves_the_bat
 
 
 @sqlite_only
-def test_a_failed_quarantine_write_leaves_the_batch_planned_and_a_rerun_leaves_one_copy_in_both_tables(
+def test_a_quarantine_table_that_cannot_be_written_publishes_neither_table_and_a_rerun_leaves_one_copy_in_both(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
 ) -> None:
     topic = make_topic(partitions=2)
@@ -188,16 +189,19 @@ def test_a_failed_quarantine_write_leaves_the_batch_planned_and_a_rerun_leaves_o
     store = open_store(config)
     batch, _ = plan_batch(config, store)
     assert batch is not None
-    # A real write failure of the second table: its path is taken by a plain file.
+    # A real write failure of the second table: its path is taken by a plain file. Its replace is
+    # staged beside the gate, so the error comes before either table is published (as a Spark
+    # error of the table's own stage would: the job exits 1 and the batch stays planned). A failure
+    # after the table's publish: test_quarantine_publish.py, exit 75.
     config.quarantine_path.parent.mkdir(parents=True, exist_ok=True)
     config.quarantine_path.write_text("in the way")
 
     code, out = run_job(config, batch.batch_id, tmp_path / "job.log")
 
-    assert code == 75, out[-5000:]
-    assert "PartialWriteError" in out
+    assert code == 1, out[-5000:]
+    assert "DELTA_CANNOT_CREATE_LOG_PATH" in out
     assert store.get_batch(batch.batch_id).status.value == "planned"
-    assert table_count(spark, config) == 200  # the table was written, the quarantine not
+    assert table_count(spark, config) == 0  # neither table was published
 
     config.quarantine_path.unlink()
     result = rerun(spark, config, store, batch.batch_id)
