@@ -192,9 +192,9 @@ def execute_batch(
             )
         splits.append(split)
         schema_evolution.check_parsed(parsed, split, batch_config, batch_id)
-        if quarantine_stage is None:
-            # Staged beside the gate (a Spark job while GX runs in Python), published only after
-            # the table's publish: neither table is replaced unless both tries got this far.
+        if quarantine_stage is None and split.quarantined:
+            # Staged beside the gate (its second read of Kafka while GX runs in Python), published
+            # only after the table's publish: neither table is replaced unless both got this far.
             quarantine_stage = pool.submit(stage_quarantine)
         log.info("batch %s: phase %s", batch_id, "gate")
         if recount is None:
@@ -216,6 +216,11 @@ def execute_batch(
                 if failed.report is not None:
                     record_report(store, batch_id, failed.report, raise_errors=False)
                 raise
+        if quarantine_stage is None:
+            # Nothing to quarantine: the empty replace reads no Kafka and is staged once the gate
+            # passed (Spark writes one empty file for it, which a failed first batch would leave
+            # in a new quarantine table's folder).
+            quarantine_stage = pool.submit(stage_quarantine)
         quarantine_stage.result()  # staged and counted, or its error: then neither table is published
         log.info("batch %s: phase %s", batch_id, "write")
 
