@@ -144,7 +144,10 @@ def rerun(spark, config, store, batch_id: int):
     return execute_batch(spark, config, store, store.get_batch(batch_id), fence)
 
 
-@on_formats()
+# Delta only for now: on Iceberg this test removed the branch, which a publish now stages anew
+# (storage/commit_outcomes.py, issue 48 item 2), so nothing fails for good; an Iceberg fault that
+# does is still to be found (issue 48 notes).
+@on_formats("delta")
 def test_a_table_publish_that_fails_for_good_after_the_gate_leaves_both_tables_as_they_were(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, monkeypatch, tmp_path
 ) -> None:
@@ -217,7 +220,10 @@ def test_a_kill_between_the_two_publishes_leaves_the_batch_planned_and_the_next_
     assert_backfilled(spark, config, backfill.batch_id)
 
 
-@on_formats()
+# Delta only for now: on Iceberg this test removed the branch, which a publish now stages anew
+# (storage/commit_outcomes.py, issue 48 item 2), so nothing fails for good; an Iceberg fault that
+# does is still to be found (issue 48 notes).
+@on_formats("delta")
 def test_a_quarantine_publish_that_fails_after_the_table_s_leaves_the_batch_planned_and_the_next_attempt_publishes_both(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, monkeypatch, tmp_path
 ) -> None:
