@@ -20,7 +20,7 @@ from eos_ingest.errors import KafkaAccessError
 from eos_ingest.kafka.committed_counts import count_by_records, read_committed_counts
 from eos_ingest.kafka.header_counts import count_from_headers
 from eos_ingest.kafka.python_settings import kafka_python_config
-from tests.kafka_helpers import watermarks
+from tests.kafka_helpers import stable_end, watermarks
 
 pytestmark = pytest.mark.integration
 
@@ -84,7 +84,7 @@ def test_header_count_equals_the_record_count_on_interleaved_transactions(
     topic = make_topic(partitions=3)
     committed = interleaved(kafka_bootstrap, topic, 3, compression)
     settings = {"bootstrap.servers": kafka_bootstrap}
-    ends = {p: watermarks(kafka_bootstrap, topic, p, "read_committed")[1] for p in range(3)}
+    ends = {p: stable_end(kafka_bootstrap, topic, p) for p in range(3)}
     whole = {(topic, p): [(0, ends[p])] for p in range(3)}
 
     assert both_counts(settings, whole) == {(topic, p): committed[p] for p in range(3)}
@@ -117,7 +117,7 @@ def test_aborted_transactions_are_not_counted(kafka_bootstrap: str, make_topic: 
     for i in range(10):
         a.produce(topic, f"after-{i}".encode(), partition=0)
     a.commit_transaction(30)
-    end = watermarks(kafka_bootstrap, topic, 0, "read_committed")[1]
+    end = stable_end(kafka_bootstrap, topic, 0)
     assert end == 80 + 80 + 10 + 3  # records, two ABORT/COMMIT markers of the first pair, one more
 
     counts = read_committed_counts({"bootstrap.servers": kafka_bootstrap}, {(topic, 0): [(0, end)]})
@@ -170,7 +170,7 @@ def test_the_sasl_ssl_listener_is_counted_from_headers_with_every_user(
 ) -> None:
     topic = make_topic(partitions=2)
     committed = interleaved(kafka_bootstrap, topic, 2, "zstd", rounds=2)
-    ends = {p: watermarks(kafka_bootstrap, topic, p, "read_committed")[1] for p in range(2)}
+    ends = {p: stable_end(kafka_bootstrap, topic, p) for p in range(2)}
     spans = {(topic, p): [(0, ends[p])] for p in range(2)}
     for user in kafka_sasl_ssl.users:
         settings = kafka_sasl_ssl.settings(user)
@@ -192,7 +192,7 @@ def test_a_setting_without_a_translation_counts_record_by_record(
 ) -> None:
     topic = make_topic(partitions=1)
     committed = interleaved(kafka_bootstrap, topic, 1, "none", rounds=2)
-    end = watermarks(kafka_bootstrap, topic, 0, "read_committed")[1]
+    end = stable_end(kafka_bootstrap, topic, 0)
     settings = {"bootstrap.servers": kafka_bootstrap, "topic.metadata.refresh.interval.ms": "60000"}
 
     with caplog.at_level(logging.INFO, logger="eos_ingest.kafka.committed_counts"):
@@ -214,7 +214,7 @@ def test_fetches_of_several_megabytes_are_read_whole(
         p.produce(topic, bytes(1000), partition=i % 3)
         p.poll(0)
     p.commit_transaction(30)
-    spans = {(topic, q): [(0, watermarks(kafka_bootstrap, topic, q, "read_committed")[1])] for q in range(3)}
+    spans = {(topic, q): [(0, stable_end(kafka_bootstrap, topic, q))] for q in range(3)}
 
     assert count_from_headers({"bootstrap_servers": [kafka_bootstrap]}, spans, timeout_s=30) == {
         (topic, q): 1500 for q in range(3)
