@@ -26,7 +26,7 @@ spark-down:
 define LINT_CHECKS
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy eos_ingest dags
+	$(VENV)/bin/mypy eos_ingest dags spark plugins
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mkdocs build --strict --quiet
 endef

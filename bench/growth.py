@@ -157,7 +157,7 @@ def status_with_many_batches(
     status_s, status_runs = median_seconds(lambda: pipeline_status(config, store), runs)
 
     os.environ["EOS_PIPELINES_DIR"] = str(root)
-    plugin = importlib.import_module("eos_ingest.airflow.plugin")
+    plugin = importlib.import_module("eos_ingest.airflow.ingestion_page")
     from fastapi.testclient import TestClient
 
     app = plugin.build_app()

@@ -98,6 +98,11 @@ COPY --from=jars --chown=airflow:0 /opt/eos/build/state/jars/iceberg /opt/eos/ja
 COPY docker/eos-ingest /usr/local/bin/eos-ingest
 COPY --chown=airflow:0 pyproject.toml README.md /tmp/eos/package/
 COPY --chown=airflow:0 eos_ingest/ /tmp/eos/package/eos_ingest/
+# The top-level folders pyproject.toml maps into the wheel (the job entry points, the default
+# suite, the plugin module).
+COPY --chown=airflow:0 spark/ /tmp/eos/package/spark/
+COPY --chown=airflow:0 expectations/ /tmp/eos/package/expectations/
+COPY --chown=airflow:0 plugins/ /tmp/eos/package/plugins/
 
 USER root
 # The state folder belongs to the airflow user (group 0, as the Airflow image does for OpenShift);

@@ -1,7 +1,11 @@
 """Where things are: the package's own files, the checkout (when running from one), the state folder.
 
-Installed from a wheel, everything the code reads ships inside the package (``PACKAGE_DIR``):
-the Spark job's entry point, the GX config template and the default suite, the UI templates.
+The files the code reads that are not modules: the UI templates (``PACKAGE_DIR/templates``), and two
+of the repository's top-level folders, ``spark/`` (the spark-submit entry points) and
+``expectations/`` (the GX config template and the default suite). The wheel ships those two inside
+the package, as ``eos_ingest/spark_job/`` and ``eos_ingest/expectations/`` (pyproject.toml's
+package-dir); from a checkout, or docker-compose's mounts of them beside ``eos_ingest/``, they are
+read where they are.
 Generated state lives in one folder, so `rm -rf` of it is a full reset:
 
 1. ``$EOS_STATE_DIR`` when set;
@@ -31,17 +35,37 @@ CHECKOUT: Path | None = _checkout()
 # from PACKAGE_DIR and its state from state_dir(), so it also works installed from a wheel.
 REPO_ROOT = CHECKOUT or PACKAGE_DIR.parent
 
-JOB_SCRIPT = PACKAGE_DIR / "spark_job" / "ingest_batch.py"  # alone in its folder: see that file
-GX_TEMPLATE = PACKAGE_DIR / "expectations" / "great_expectations.yml"
-DEFAULT_SUITE = PACKAGE_DIR / "expectations" / "suites" / "eos_default.json"
+# A top-level folder of the repository -> its name inside an installed package (pyproject.toml's
+# [tool.setuptools.package-dir] maps eos_ingest.<name> to the folder: one copy, in the repository).
+SHIPPED_FOLDERS = {"spark": "spark_job", "expectations": "expectations"}
 
 
-def package_text(relative: str) -> str:
-    """A package data file's text, read through the import system: it works when the package was
-    imported from a zip too (a driver given the package with --py-files imports it from there)."""
+def _shipped(folder: str, marker: str) -> Path:
+    """Where this installation has a shipped top-level folder: beside the package when it is there
+    (a checkout; docker-compose mounts ./spark and ./expectations beside ./eos_ingest), else inside
+    it (a wheel). `marker` is a file the folder holds, so that an unrelated folder of that name
+    beside an installed package (site-packages/spark, say) is not taken for it."""
+    beside = PACKAGE_DIR.parent / folder
+    return beside if (beside / marker).is_file() else PACKAGE_DIR / SHIPPED_FOLDERS[folder]
+
+
+SPARK_DIR = _shipped("spark", "ingest_batch.py")  # alone in its folder: see spark/ingest_batch.py
+EXPECTATIONS_DIR = _shipped("expectations", "great_expectations.yml")
+JOB_SCRIPT = SPARK_DIR / "ingest_batch.py"
+TRAINING_SCRIPT = SPARK_DIR / "train_class_archive.py"
+GX_TEMPLATE = EXPECTATIONS_DIR / "great_expectations.yml"
+DEFAULT_SUITE = EXPECTATIONS_DIR / "suites" / "eos_default.json"
+
+
+def shipped_text(file: Path) -> str:
+    """The text of one of the files above. A driver given the package with --py-files imports it
+    from a zip (spark/submit.py's package_zip, laid out as the wheel): then the file is read through
+    the import system."""
+    if file.is_file():
+        return file.read_text(encoding="utf-8")
     from importlib.resources import files
 
-    return files("eos_ingest").joinpath(relative).read_text(encoding="utf-8")
+    return files("eos_ingest").joinpath(file.relative_to(PACKAGE_DIR).as_posix()).read_text(encoding="utf-8")
 
 
 def user_state_dir() -> Path:

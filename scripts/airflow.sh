@@ -70,9 +70,9 @@ airflow_env() {
   export PATH="$VENV/bin:$PATH"
   export AIRFLOW__CORE__LOAD_EXAMPLES=False
   export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
-  # The Ingestion page comes from the installed package's airflow.plugins entry point (the venv
-  # holds eos-ingest, `make setup`); a copy in the plugins folder would be loaded twice.
-  export AIRFLOW__CORE__PLUGINS_FOLDER="$AF_HOME/plugins"
+  # The repository's plugins/, as docker-compose.yaml mounts it: the Ingestion page's plugin is
+  # registered from there; the installed package's entry point then yields (plugins/eos_ingest_plugin.py).
+  export AIRFLOW__CORE__PLUGINS_FOLDER="$ROOT/plugins"
   export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False
   # A new or edited pipelines/*.yaml shows up within about 15 s.
   export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="${AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL:-15}"

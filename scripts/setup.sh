@@ -33,6 +33,9 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   # (CI machines, containers) nothing is ever cached, and every process would compile what it
   # imports; GX's import alone took 8.4 s of CPU instead of 3.9 s (bench/HISTORY.md).
   "$VENV/bin/uv" pip sync -q --compile-bytecode --python "$VENV/bin/python" "$ROOT/requirements.lock"
+  # An egg-info an earlier build left at the root is found first by importlib.metadata wherever the
+  # root is on sys.path (pytest, `python -m` from it), with its stale entry points (the plugin's).
+  rm -rf "$ROOT/eos_ingest.egg-info"
   "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" --no-deps -e "$ROOT"
   echo "$want" > "$stamp"
   echo "setup: Python packages installed into $VENV"

@@ -6,7 +6,6 @@ PROBE = """
 import importlib.metadata, json, sys
 import eos_ingest
 from eos_ingest import paths
-from eos_ingest.spark import class_archive
 from eos_ingest.spark import submit
 (plugin,) = [e for e in importlib.metadata.entry_points(group="airflow.plugins") if e.name == "eos_ingest"]
 print(json.dumps({
@@ -14,9 +13,10 @@ print(json.dumps({
     "sys_path": sys.path,
     "checkout": str(paths.CHECKOUT) if paths.CHECKOUT else None,
     "state_dir": str(paths.state_dir()),
-    "files": {str(f): f.is_file() for f in (submit.JOB_SCRIPT, class_archive.TRAINING_SCRIPT, paths.GX_TEMPLATE, paths.DEFAULT_SUITE)},
+    "files": {str(f): f.is_file() for f in (submit.JOB_SCRIPT, paths.TRAINING_SCRIPT, paths.GX_TEMPLATE, paths.DEFAULT_SUITE)},
     "templates": sorted(p.name for p in (paths.PACKAGE_DIR / "templates").glob("*.html")),
     "plugin": plugin.load().name,
+    "plugin_file": __import__(plugin.module).__file__,
     "factory": __import__("eos_ingest.airflow.dags", fromlist=["pipeline_dags"]).__file__,
 }))
 """

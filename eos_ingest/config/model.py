@@ -19,7 +19,17 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from eos_ingest import paths
 from eos_ingest.config import expectation_types as gx_types
-from eos_ingest.config.checks import DERIVED, ConnId, RequiredConnId, Schedule, Section, choice, problem
+from eos_ingest.config.checks import (
+    DERIVED,
+    ConnId,
+    RequiredConnId,
+    Schedule,
+    Section,
+    choice,
+    from_file,
+    problem,
+)
+from eos_ingest.config.expectation_suites import checked_suite_file
 from eos_ingest.config.kafka import START_FROM, KafkaSettings, MaxRecords, Topics
 from eos_ingest.config.optional_dags import AlertsConfig, MaintenanceConfig
 from eos_ingest.config.output import CatalogConfig, OutputConfig
@@ -117,6 +127,9 @@ class PipelineConfig(Section):
         tuple[Annotated[dict[str, Any], BeforeValidator(_expectation)], ...],
         BeforeValidator(_expectation_list),
     ] = ()
+    # A suite of the deployment's expectations folder, by name, checked after the default suite and
+    # `expectations:` (config/expectation_suites.py); the loader makes the name the checked file's path.
+    expectations_suite: Path | None = None
     # None: no maintenance DAG (`eos-ingest maintain` still works, with its defaults).
     maintenance: MaintenanceConfig | None = None
     # None: no alerts DAG (`eos-ingest check-lag` still works, with limits given as options).
@@ -173,6 +186,13 @@ class PipelineConfig(Section):
                 value=url,  # a SQLite URL holds no password
             )
         return url
+
+    @field_validator("expectations_suite", mode="before")
+    @classmethod
+    def _expectations_suite(cls, value: Any, info: ValidationInfo) -> Path | None:
+        if value is None or not from_file(info):  # a path from code (a checked copy) stays
+            return value  # type: ignore[no-any-return]
+        return checked_suite_file(value, Path(info.context["folder"]))  # type: ignore[index]
 
     @field_validator("alerts")
     @classmethod

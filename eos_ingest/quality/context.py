@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["data_docs_index", "gx_lock", "gx_root", "lock_timeout_s", "open_context", "validate"]
 
-GX_TEMPLATE = paths.GX_TEMPLATE  # package data: eos_ingest/expectations/great_expectations.yml
+GX_TEMPLATE = paths.GX_TEMPLATE  # expectations/great_expectations.yml (shipped in the wheel)
 DATASOURCE, ASSET, BATCH_DEFINITION = "eos_spark", "batch_rows", "whole_frame"  # declared in the yml
 # The audit's rows come as a pandas frame (read with delta-rs): the same asset on a pandas source.
 PANDAS_DATASOURCE = "eos_pandas"
@@ -109,7 +109,7 @@ def open_context(root: Path) -> AbstractDataContext:
     context never writes into the repository and a running validation never sees half a file.
     """
     config_file = root / "great_expectations.yml"
-    template = paths.package_text("expectations/great_expectations.yml")
+    template = paths.shipped_text(paths.GX_TEMPLATE)
     changed = not config_file.exists() or config_file.read_text(encoding="utf-8") != template
     if changed:
         partial = root / f".great_expectations.yml.{os.getpid()}"

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from great_expectations.expectations import Expectation
     from pyspark.sql import Column, DataFrame
 
-DEFAULT_SUITE = paths.DEFAULT_SUITE  # package data: eos_ingest/expectations/suites/eos_default.json
+DEFAULT_SUITE = paths.DEFAULT_SUITE  # expectations/suites/eos_default.json (shipped in the wheel)
 # Computed before validation: null when the row's offset is inside the batch's planned ranges,
 # else a text naming topic, partition, offset and the planned ranges, which GX shows as the
 # unexpected value, so a failure names the offending partition.
@@ -43,13 +43,9 @@ _EXAMPLES = 3
 
 @cache
 def default_suite_doc(path: Path | None = None) -> dict[str, Any]:
-    """The default suite (GX suite JSON): the package's, read through the import system (see
-    paths.package_text), or the file at `path`."""
-    text = (
-        path.read_text(encoding="utf-8")
-        if path
-        else paths.package_text("expectations/suites/eos_default.json")
-    )
+    """The default suite (GX suite JSON): expectations/suites/eos_default.json as this installation
+    has it (paths.shipped_text), or the file at `path`."""
+    text = path.read_text(encoding="utf-8") if path else paths.shipped_text(paths.DEFAULT_SUITE)
     doc: dict[str, Any] = json.loads(text)
     return doc
 
@@ -93,7 +89,8 @@ def pipeline_expectations(config: PipelineConfig) -> list[Expectation]:
 
 
 def build_suite(config: PipelineConfig) -> ExpectationSuite:
-    """The suite a pipeline's batches are validated with: the default suite, then its own."""
+    """The suite a pipeline's batches are validated with: the default suite, then its own
+    `expectations:`, then those of the suite it names (`expectations_suite:`)."""
     import_gx()
     with quiet_gx():
         import great_expectations as gx
@@ -102,6 +99,10 @@ def build_suite(config: PipelineConfig) -> ExpectationSuite:
     doc = default_suite_doc()
     expectations = [ExpectationConfiguration(**e).to_domain_obj() for e in doc["expectations"]]
     expectations += pipeline_expectations(config)
+    if config.expectations_suite is not None:  # the deployment's suite the pipeline names
+        # Read each time, not cached: a long-lived process sees the file as edited (checked at load).
+        named = json.loads(config.expectations_suite.read_text(encoding="utf-8"))
+        expectations += [ExpectationConfiguration(**e).to_domain_obj() for e in named["expectations"]]
     suite = gx.ExpectationSuite(
         name=config.name,
         expectations=expectations,
@@ -132,6 +133,8 @@ def named_columns(config: PipelineConfig, columns: Sequence[str]) -> list[str] |
     they name. Anything whose columns cannot be told from its arguments (a table expectation, a
     row_condition, a column the frame lacks, so GX reports it) needs every column.
     """
+    if config.expectations_suite is not None:  # a suite file's checks: any column
+        return None
     wanted = list(IDENTITY_COLUMNS)
     for item in config.expectations:
         kind = str(item.get("type", ""))

@@ -36,7 +36,7 @@ from eos_ingest.spark.session import (
     spark_submit_env,
 )
 
-TRAINING_SCRIPT = paths.PACKAGE_DIR / "spark_job" / "train_class_archive.py"
+TRAINING_SCRIPT = paths.TRAINING_SCRIPT  # spark/train_class_archive.py (shipped in the wheel)
 BUILD_TIMEOUT_S = 600
 
 

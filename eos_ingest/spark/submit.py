@@ -69,12 +69,21 @@ def package_zip(state_dir: Path | None = None, package: Path | None = None) -> P
     so a concurrent submit never ships a half-written zip.
     """
     package = package or Path(eos_ingest.__file__).resolve().parent
+    # Laid out as the wheel: a checkout's spark/ and expectations/ go in as the package's folders
+    # they ship as (paths.SHIPPED_FOLDERS); a driver reads the default suite from there.
+    roots = {"": package}
+    for folder, packaged in paths.SHIPPED_FOLDERS.items():
+        if (package.parent / folder).is_dir() and not (package / packaged).exists():
+            roots[f"{packaged}/"] = package.parent / folder
     files = sorted(
-        p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        (prefix + p.relative_to(root).as_posix(), p)
+        for prefix, root in roots.items()
+        for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     )
     digest = hashlib.sha256()
-    for file in files:
-        digest.update(file.relative_to(package).as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
+    for name, file in files:
+        digest.update(name.encode() + b"\0" + file.read_bytes() + b"\0")
     folder = (state_dir or paths.state_dir()) / "py-files"
     target = folder / f"eos_ingest-{digest.hexdigest()[:16]}.zip"
     if target.exists():
@@ -83,11 +92,9 @@ def package_zip(state_dir: Path | None = None, package: Path | None = None) -> P
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".eos_ingest-", suffix=".zip")
     try:
         with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as zf:
-            for file in files:
+            for name, file in files:
                 # A fixed timestamp: the same package gives the same bytes.
-                info = zipfile.ZipInfo(
-                    f"eos_ingest/{file.relative_to(package).as_posix()}", (1980, 1, 1, 0, 0, 0)
-                )
+                info = zipfile.ZipInfo(f"eos_ingest/{name}", (1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
                 zf.writestr(info, file.read_bytes())
         os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the zip from a worker run by another user
@@ -110,10 +117,20 @@ def shipped(config_path: Path) -> dict[str, str]:
 
     The YAML goes as it is, ${VAR} and all: the job expands it on the driver, as before. Its text
     never reaches the command line, only its path on the submitting machine. An Avro pipeline's
-    .avsc files go with it; the job finds them beside the YAML (config/value.py's _schema_path).
+    .avsc files go with it, and the suite file it names (expectations_suite); the job finds them
+    beside the YAML (config/value.py's _schema_path, config/expectation_suites.py's suite_file).
     """
-    files = [Path(config_path).resolve(), *avro_schema_files(config_path)]
+    files = [Path(config_path).resolve(), *avro_schema_files(config_path), *suite_files(config_path)]
     return {"py_files": str(package_zip()), "files": ",".join(str(f) for f in files)}
+
+
+def suite_files(config_path: Path) -> list[Path]:
+    """The suite file a pipeline names (`expectations_suite`), if any."""
+    try:
+        suite = load_pipeline(config_path).expectations_suite
+    except ConfigError:
+        return []  # the job loads the file again and reports what is wrong with it
+    return [suite] if suite is not None else []
 
 
 def avro_schema_files(config_path: Path) -> list[Path]:

@@ -140,7 +140,7 @@ def test_the_cli_and_the_plugin_work_in_the_image(python: Path, tmp_path: Path) 
     assert cli.returncode == 0, cli.stderr[-4000:]
     assert "usage: eos-ingest" in cli.stdout, cli.stdout
     plugin = subprocess.run(
-        [str(python), "-c", "import eos_ingest.airflow.plugin as p; print(p.__file__)"],
+        [str(python), "-c", "import eos_ingest_plugin as p; print(p.__file__)"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert plugin.returncode == 0, plugin.stderr[-4000:]

@@ -1,6 +1,7 @@
 """The wheel, installed into a fresh virtualenv away from the checkout, runs a batch on the test broker.
 
-The wheel is built from a copy of the files a build reads (pyproject.toml, README.md, eos_ingest/),
+The wheel is built from a copy of the files a build reads (pyproject.toml, README.md, eos_ingest/ and
+the top-level folders it maps in: spark/, expectations/, plugins/),
 installed with pip (`--no-deps --no-index`) into a new venv without system site-packages. The
 third-party packages are the project venv's, reached through one .pth line (a line of a .pth file
 adds its folder, it does not run that folder's .pth files, so the checkout's editable install stays
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +44,15 @@ def build_wheel(tmp_path: Path) -> Path:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(paths.REPO_ROOT / name, source / name)
-    shutil.copytree(
-        paths.PACKAGE_DIR, source / "eos_ingest", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-    )
+    # The package and the top-level folders pyproject.toml's package-dir maps into the wheel
+    # (spark/, expectations/, plugins/).
+    mapped = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-dir"
+    ]
+    for folder in sorted(set(mapped.values())):
+        shutil.copytree(
+            paths.REPO_ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
     dist = tmp_path / "dist"
     # uv: in every venv of `make setup` and scripts/pythons.sh (requirements-bootstrap.lock). It builds in
     # an isolated env, with the lock's setuptools rather than the index's newest.
@@ -197,6 +205,7 @@ def batch_on_the_broker(
         assert all(Path(f).is_relative_to(venv) for f in found["files"])
         assert found["templates"] == sorted(p.name for p in (paths.PACKAGE_DIR / "templates").glob("*.html"))
         assert found["plugin"] == "eos_ingest"  # the airflow.plugins entry point of the installed wheel
+        assert Path(found["plugin_file"]).is_relative_to(venv)  # plugins/eos_ingest_plugin.py, shipped
 
         dagbag = run(str(venv / "bin" / "python"), "-c", AIRFLOW_PROBE, str(work / "dags"), timeout=300)
         assert dagbag.returncode == 0, dagbag.stderr[-4000:]

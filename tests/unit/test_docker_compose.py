@@ -32,7 +32,9 @@ POSTGRES_INIT = "docker/postgres-init"
 AIRFLOW_HOME = "/opt/airflow"
 STATE_DIR = "/opt/eos/state"
 # Repository folders every Airflow container needs, mounted at /opt/airflow/<name>.
-PROJECT_FOLDERS = ("dags", "pipelines")  # the rest (job, GX config, plugin) is package data of eos_ingest
+# spark/ and expectations/ are found beside the mounted eos_ingest (eos_ingest.paths), plugins/ is
+# Airflow's plugins folder; the image's wheel ships all three too (its build copies them).
+PROJECT_FOLDERS = ("dags", "pipelines", "spark", "plugins", "expectations")
 # Plain (not templated) settings of stack/server.properties.in that legitimately differ in Docker.
 KAFKA_SETTINGS_NOT_COPIED = {
     "listener.security.protocol.map": "compose adds PLAINTEXT_HOST, the listener published to the host",
@@ -444,6 +446,25 @@ def test_project_folders_are_mounted() -> None:
         assert AIRFLOW_HOME in pythonpath, (
             f"{COMPOSE}: {name} should have {AIRFLOW_HOME} on PYTHONPATH, so the mounted eos_ingest imports"
         )
+
+
+def test_airflow_reads_the_mounted_plugins_and_expectations_folders() -> None:
+    for name, svc in airflow_services().items():
+        settings = env(svc)
+        assert settings.get("AIRFLOW__CORE__PLUGINS_FOLDER") == f"{AIRFLOW_HOME}/plugins", name
+        assert settings.get("EOS_EXPECTATIONS_DIR") == f"{AIRFLOW_HOME}/expectations", name
+
+
+def test_the_image_builds_the_package_from_every_folder_the_wheel_maps_in() -> None:
+    """pyproject.toml's package-dir maps spark/, expectations/ and plugins/ into the wheel: a build
+    without them would lack the job, the default suite and the plugin."""
+    mapped = set(tomllib.loads(read("pyproject.toml"))["tool"]["setuptools"]["package-dir"].values())
+    copied = {
+        shlex.split(args)[-2].rstrip("/")
+        for word, args in dockerfile_instructions(DOCKERFILE)
+        if word == "COPY" and shlex.split(args)[-1].startswith("/tmp/eos/package/")
+    }
+    assert mapped <= copied, f"{DOCKERFILE} should copy {sorted(mapped - copied)} into /tmp/eos/package/"
 
 
 def test_state_lives_in_a_named_volume() -> None:

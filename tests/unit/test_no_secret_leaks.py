@@ -197,7 +197,7 @@ def test_control_db_stores_no_secret_in_a_batch_error(site: dict[str, Any], cana
 def test_plugin_pages_and_json_show_no_secret(
     site: dict[str, Any], canary: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from eos_ingest.airflow import plugin as airflow_plugin
+    from eos_ingest.airflow import ingestion_page as airflow_plugin
 
     app = airflow_plugin.build_app()
     app.dependency_overrides[app.state.require_user] = lambda: None

@@ -69,23 +69,42 @@ def test_the_pipelines_folder_is_the_env_else_beside_the_dags_else_the_checkout_
     assert config.default_pipelines_dir(dags_folder) == expected
 
 
-def test_the_package_finds_its_checkout_and_reads_its_files_from_inside_the_package() -> None:
+def test_a_checkout_reads_spark_and_expectations_from_its_top_level_folders() -> None:
     assert paths.CHECKOUT == Path(__file__).resolve().parents[2] == paths.REPO_ROOT
-    for file in (paths.JOB_SCRIPT, paths.GX_TEMPLATE, paths.DEFAULT_SUITE, submit.JOB_SCRIPT):
-        assert file.is_file() and file.is_relative_to(paths.PACKAGE_DIR), file
+    assert paths.SPARK_DIR == paths.REPO_ROOT / "spark"
+    assert paths.EXPECTATIONS_DIR == paths.REPO_ROOT / "expectations"
+    for file in (paths.JOB_SCRIPT, paths.TRAINING_SCRIPT, paths.GX_TEMPLATE, paths.DEFAULT_SUITE):
+        assert file.is_file(), file
+    assert submit.JOB_SCRIPT == paths.JOB_SCRIPT and class_archive.TRAINING_SCRIPT == paths.TRAINING_SCRIPT
+    # One copy: nothing of them inside the package.
+    assert (
+        not (paths.PACKAGE_DIR / "spark_job").exists() and not (paths.PACKAGE_DIR / "expectations").exists()
+    )
 
 
-def test_every_file_the_code_reads_is_package_data_of_the_wheel() -> None:
-    """Files the code opens by path are not modules: without a package-data glob a wheel lacks them."""
-    pyproject = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())
-    globs = pyproject["tool"]["setuptools"]["package-data"]["eos_ingest"]
-    data = [paths.JOB_SCRIPT, class_archive.TRAINING_SCRIPT, paths.GX_TEMPLATE, paths.DEFAULT_SUITE]
-    data += paths.PACKAGE_DIR.rglob("*.html")
-    data += [f for f in paths.PACKAGE_DIR.rglob("*") if f.suffix in (".yml", ".yaml", ".json")]
-    for file in data:
-        relative = file.relative_to(paths.PACKAGE_DIR).as_posix()
-        assert any(fnmatch.fnmatch(relative, g) for g in globs), f"{relative} is not in {globs}"
+def test_every_file_the_code_reads_ships_in_the_wheel_by_the_build_mapping() -> None:
+    """Files the code opens by path are not modules: without a mapping and a package-data glob a
+    wheel lacks them. spark/ and expectations/ map to eos_ingest.spark_job and .expectations, where
+    paths finds them in an installed package; every package is listed (a mapped one cannot be found)."""
+    setuptools = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapping = setuptools["package-dir"]
+    for folder, packaged in paths.SHIPPED_FOLDERS.items():
+        assert mapping[f"eos_ingest.{packaged}"] == folder
+    found = sorted(
+        ".".join(p.parent.relative_to(paths.REPO_ROOT).parts) for p in paths.PACKAGE_DIR.rglob("__init__.py")
+    )
+    mapped = [f"eos_ingest.{name}" for name in paths.SHIPPED_FOLDERS.values()]
+    assert sorted(setuptools["packages"]) == sorted(found + mapped), "pyproject.toml's packages list"
+    data = setuptools["package-data"]
+    owned: list[tuple[Path, str]] = [(paths.PACKAGE_DIR, "eos_ingest")]
+    owned += [(paths.REPO_ROOT / f, f"eos_ingest.{p}") for f, p in paths.SHIPPED_FOLDERS.items()]
+    read = [paths.GX_TEMPLATE, paths.DEFAULT_SUITE, *paths.PACKAGE_DIR.rglob("*.html")]
+    read += [f for root, _ in owned for f in root.rglob("*") if f.suffix in (".yml", ".yaml", ".json")]
+    for file in read:
+        root, package = next((r, p) for r, p in owned if file.is_relative_to(r))
+        relative = file.relative_to(root).as_posix()
+        assert any(fnmatch.fnmatch(relative, g) for g in data[package]), f"{relative} is not in {package}"
     # The job's folder holds its two spark-submit scripts and nothing else: Python puts a script's
-    # folder first on sys.path, where a library module would shadow a top-level one.
-    scripts = sorted(p.name for p in paths.JOB_SCRIPT.parent.glob("*.py"))
-    assert scripts == sorted([paths.JOB_SCRIPT.name, class_archive.TRAINING_SCRIPT.name])
+    # folder first on sys.path, where a library module would shadow a top-level one (pyspark, yaml).
+    scripts = sorted(p.name for p in paths.SPARK_DIR.iterdir() if p.name != "__pycache__")
+    assert scripts == sorted([paths.JOB_SCRIPT.name, paths.TRAINING_SCRIPT.name])

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from fastapi.testclient import TestClient
 
-from eos_ingest.airflow.plugin import build_app
+from eos_ingest.airflow.ingestion_page import build_app
 from eos_ingest.cli import main as cli_main
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.schema import LagSource

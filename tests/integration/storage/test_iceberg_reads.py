@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka.admin import NewTopic
 from pyspark.sql import functions as F
 
-from eos_ingest.airflow import plugin
+from eos_ingest.airflow import ingestion_page as plugin
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.plan.ranges import PlannedRange

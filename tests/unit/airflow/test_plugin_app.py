@@ -9,11 +9,7 @@ from __future__ import annotations
 import fnmatch
 import importlib.metadata
 import json
-import os
 import re
-import shlex
-import subprocess
-import sys
 import tomllib
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -47,10 +43,18 @@ def declared_entry_point() -> importlib.metadata.EntryPoint:
 
 
 @pytest.fixture(scope="module")
+def plugin_class() -> type:
+    """The plugin, reached the way Airflow's plugins manager does: entry_point.load()."""
+    cls: type = declared_entry_point().load()
+    return cls
+
+
+@pytest.fixture(scope="module")
 def plugin() -> ModuleType:
-    """The plugin's module, reached the way Airflow's plugins manager does: entry_point.load()."""
-    cls = declared_entry_point().load()
-    return sys.modules[cls.__module__]
+    """The module of the app the plugin mounts (its pages, templates and JSON)."""
+    from eos_ingest.airflow import ingestion_page
+
+    return ingestion_page
 
 
 @pytest.fixture(scope="module")
@@ -118,34 +122,12 @@ def assert_escaped(page: str) -> None:
     assert "<script" not in rest, "an unescaped <script> reached the page"
 
 
-def test_airflow_loads_the_plugin_once_from_the_entry_point_not_from_the_plugins_folder(
-    tmp_path: Path,
-) -> None:
-    """scripts/airflow.sh (and so the e2e test and `make demo`) gives Airflow a plugins folder with
-    no copy of the plugin: the installed package's entry point is its one source."""
-    from airflow._shared.plugins_manager.plugins_manager import _load_plugins_from_plugin_directory
-
-    (tmp_path / "airflow").mkdir()
-    env = subprocess.run(
-        ["bash", str(paths.REPO_ROOT / "scripts" / "airflow.sh"), "env"],
-        env={**os.environ, "EOS_AIRFLOW_HOME": str(tmp_path / "airflow")},
-        capture_output=True, text=True, check=True, timeout=60,
-    ).stdout  # fmt: skip
-    folder = shlex.split(re.search(r"^export AIRFLOW__CORE__PLUGINS_FOLDER=(.*)$", env, re.M).group(1))[0]
-    assert Path(folder).resolve() != (paths.REPO_ROOT / "plugins").resolve()
-    if Path(folder).is_dir():
-        found, errors = _load_plugins_from_plugin_directory(plugins_folder=folder)
-        assert [p.name for p in found] == [] and errors == {}
-    entry = declared_entry_point()
-    assert entry.value == "eos_ingest.airflow.plugin:EosIngestPlugin" and entry.load().name == "eos_ingest"
-
-
-def test_plugin_registers_the_app_under_eos_ingest_and_a_nav_entry(plugin: ModuleType) -> None:
+def test_plugin_registers_the_app_under_eos_ingest_and_a_nav_entry(plugin_class: type) -> None:
     from airflow.api_fastapi.app import RESERVED_URL_PREFIXES
     from airflow.api_fastapi.core_api.datamodels.plugins import ExternalViewResponse
     from airflow.plugins_manager import is_valid_plugin
 
-    cls = plugin.EosIngestPlugin
+    cls: Any = plugin_class
     assert is_valid_plugin(cls) and cls.name == "eos_ingest"
     (app,) = cls.fastapi_apps
     assert app["url_prefix"] == "/eos-ingest" and app["name"] and callable(app["app"])
@@ -159,9 +141,9 @@ def test_plugin_registers_the_app_under_eos_ingest_and_a_nav_entry(plugin: Modul
 
 @pytest.mark.parametrize("path", ["/", "/pipelines/demo", "/api/pipelines/demo", "/data-docs/index.html"])
 def test_registered_app_refuses_requests_without_an_airflow_login(
-    plugin: ModuleType, site: dict[str, Any], path: str
+    plugin_class: Any, site: dict[str, Any], path: str
 ) -> None:
-    response = TestClient(plugin.EosIngestPlugin.fastapi_apps[0]["app"]).get(path)
+    response = TestClient(plugin_class.fastapi_apps[0]["app"]).get(path)
     assert response.status_code == 401
     if path.startswith("/api/"):
         assert response.json() == {"detail": "Not authenticated"}

@@ -137,7 +137,7 @@ def test_the_pipeline_page_shows_the_limits_beside_the_lag_and_its_age(
 ) -> None:
     from fastapi.testclient import TestClient
 
-    from eos_ingest.airflow.plugin import build_app
+    from eos_ingest.airflow.ingestion_page import build_app
     from eos_ingest.service import status
     from tests.fixtures import page_users
     from tests.fixtures.kafka import free_port

@@ -19,7 +19,7 @@ import yaml
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
-from eos_ingest.airflow.plugin import build_app
+from eos_ingest.airflow.ingestion_page import build_app
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.control import queries as control_queries
 from eos_ingest.control.store import BatchKind, ControlStore

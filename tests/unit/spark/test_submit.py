@@ -66,6 +66,18 @@ def test_the_package_zip_is_built_once_per_content_and_imports_from_the_zip(tmp_
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert out.stdout.strip().startswith(str(first))
+    # Laid out as the wheel: the top-level expectations/ and spark/ inside, and read from there
+    # by a driver that imports the package from the zip (cluster deploy mode).
+    assert {
+        "eos_ingest/expectations/suites/eos_default.json",
+        "eos_ingest/spark_job/ingest_batch.py",
+    } <= names
+    probe = "import json; from eos_ingest import paths; print(json.loads(paths.shipped_text(paths.DEFAULT_SUITE))['name'])"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env={"PYTHONPATH": str(first)}, cwd=tmp_path,
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert out.stdout.strip() == "eos_default"
 
 
 def test_a_changed_package_gets_a_new_zip_and_the_same_content_the_same_bytes(tmp_path: Path) -> None:

@@ -1,10 +1,10 @@
-"""Airflow UI plugin: an "Ingestion" page with every eos-ingest pipeline's lag, batches and checks.
+"""The "Ingestion" page of the Airflow UI: every eos-ingest pipeline's lag, batches and checks.
 
-Airflow loads it through the package's ``airflow.plugins`` entry point (pyproject.toml), so an
-Airflow with eos-ingest installed has it; no file in the plugins folder (it would load it twice).
-Wiring only: the data comes from eos_ingest.service.status and .trends, the HTML from the Jinja2
-templates in eos_ingest/templates/ (autoescaped), the charts' SVG from page_charts. The API server
-mounts the app at /eos-ingest (see docs/ui.md):
+The plugin that registers it is plugins/eos_ingest_plugin.py (found in Airflow's plugins folder and
+through the wheel's ``airflow.plugins`` entry point); this module is the app it mounts. Wiring
+only: the data comes from eos_ingest.service.status and .trends, the HTML from the Jinja2 templates
+in eos_ingest/templates/ (autoescaped), the charts' SVG from page_charts. The API server mounts the
+app at /eos-ingest (see docs/ui.md):
 
     /eos-ingest/                        every pipeline: lag, last batch, links (a broken file is a row)
     /eos-ingest/pipelines/<name>        one pipeline: charts of its lag and last batches, partitions
@@ -28,8 +28,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-from airflow.plugins_manager import AirflowPlugin
 
 from eos_ingest.airflow.page_access import PipelineAccess, forbidden_reason
 
@@ -180,7 +178,7 @@ def pipelines_dir() -> Path:
     return default_pipelines_dir(Path(conf.get("core", "dags_folder")).absolute())
 
 
-class _LazyApp:
+class LazyApp:
     """The plugin's ASGI app, built at its first request.
 
     Airflow imports plugin files in every process that loads plugins (task processes too, for
@@ -199,25 +197,6 @@ class _LazyApp:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await self.app(scope, receive, send)
-
-
-class EosIngestPlugin(AirflowPlugin):
-    """Registers the status app and its entry in the UI's Browse menu (shown in an iframe)."""
-
-    name = "eos_ingest"
-    # Typed as AirflowPlugin declares them (instance attributes), which mypy requires of an override.
-    fastapi_apps: list[Any] = [  # noqa: RUF012
-        {"app": _LazyApp(build_app), "url_prefix": URL_PREFIX, "name": "eos-ingest status"}
-    ]
-    external_views: list[Any] = [  # noqa: RUF012
-        {
-            "name": "Ingestion",
-            "href": URL_PREFIX.lstrip("/") + "/",  # relative to the UI's base URL
-            "url_route": "eos-ingest",  # embed at <ui>/plugin/eos-ingest instead of a new tab
-            "destination": "nav",
-            "category": "browse",
-        }
-    ]
 
 
 # -- data, per pipeline ----------------------------------------------------------------------------
