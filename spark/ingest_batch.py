@@ -1,10 +1,11 @@
 """spark-submit entrypoint: run one planned batch of a pipeline to its commit.
 
-    spark-submit ... <eos_ingest>/spark_job/ingest_batch.py --config pipelines/demo.yaml --batch-id 7 [--until-caught-up]
+    spark-submit ... spark/ingest_batch.py --config pipelines/demo.yaml --batch-id 7 [--until-caught-up]
 
-Package data of eos_ingest (eos_ingest.paths.JOB_SCRIPT), so an installed wheel carries it. It sits
-alone in its folder on purpose: Python puts a script's folder first on sys.path, and beside the
-library's modules their names (config, errors, status, ...) would shadow top-level packages.
+eos_ingest.paths.JOB_SCRIPT: this file in a checkout; the wheel ships it as
+<site-packages>/eos_ingest/spark_job/ingest_batch.py (pyproject.toml's package-dir). Its folder holds
+the spark-submit entry points only, on purpose: Python puts a script's folder first on sys.path,
+where a library module (config, errors, status, ...) would shadow a top-level package.
 The library comes from the interpreter's site-packages (or, from a checkout, the PYTHONPATH that
 eos_ingest.spark.submit sets).
 

@@ -191,7 +191,7 @@ class PipelineConfig(Section):
     @classmethod
     def _expectations_suite(cls, value: Any, info: ValidationInfo) -> Path | None:
         if value is None or not from_file(info):  # a path from code (a checked copy) stays
-            return value  # type: ignore[no-any-return]
+            return value
         return checked_suite_file(value, Path(info.context["folder"]))  # type: ignore[index]
 
     @field_validator("alerts")

@@ -1,6 +1,6 @@
 """The Great Expectations file context of a state folder, and one checkpoint run on a frame.
 
-The context lives at <state folder>/gx; its config comes from eos_ingest/expectations/great_expectations.yml
+The context lives at <state folder>/gx; its config comes from expectations/great_expectations.yml
 (copied when it changed, never written back) and is cached per process. One GX run at a time per
 state folder touches GX's files at a time (a file lock, `gx_lock`): Data Docs, suites, checkpoints
 and the config are files GX rewrites without locking. The validation itself runs outside the lock,

@@ -10,7 +10,7 @@ from eos_ingest.quality.context import data_docs_index
 def data_docs_root() -> Path:
     """The Data Docs site folder, resolved: <GX context root>/data_docs (quality/context.py).
 
-    The GX context lives in <state folder>/gx and its site (eos_ingest/expectations/great_expectations.yml,
+    The GX context lives in <state folder>/gx and its site (expectations/great_expectations.yml,
     ``base_directory: data_docs/``) in its data_docs/ folder. Only the site is served, not the
     suites and raw validation results beside it."""
     return data_docs_index().resolve().parent

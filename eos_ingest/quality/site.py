@@ -1,5 +1,5 @@
 """The Data Docs site's builders, so that a gate or an audit costs the same with 10 or 10,000
-validation results stored (eos_ingest/expectations/great_expectations.yml names these classes).
+validation results stored (expectations/great_expectations.yml names these classes).
 
 GX's own builders, on every update of one result's page:
 - list every stored result three times (the validations and profiling sections, then the index),

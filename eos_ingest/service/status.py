@@ -1,7 +1,7 @@
 """What a person asks of a pipeline: its offsets, its lag, its recent batches and their checks.
 
 Plain, JSON-serialisable data read from the control DB and Kafka. This module is the one
-implementation of lag: the Airflow UI plugin (eos_ingest/airflow/plugin.py), ``eos-ingest status``
+implementation of lag: the Airflow UI plugin (eos_ingest/airflow/ingestion_page.py), ``eos-ingest status``
 (cli.cmd_status), scripts and tests all call pipeline_status / partition_status. No Airflow import.
 
 Lag of a partition = its last stable offset (LSO) - its committed offset: the offsets the next

@@ -72,9 +72,9 @@ def package_zip(state_dir: Path | None = None, package: Path | None = None) -> P
     # Laid out as the wheel: a checkout's spark/ and expectations/ go in as the package's folders
     # they ship as (paths.SHIPPED_FOLDERS); a driver reads the default suite from there.
     roots = {"": package}
-    for folder, packaged in paths.SHIPPED_FOLDERS.items():
-        if (package.parent / folder).is_dir() and not (package / packaged).exists():
-            roots[f"{packaged}/"] = package.parent / folder
+    for top, packaged in paths.SHIPPED_FOLDERS.items():
+        if (package.parent / top).is_dir() and not (package / packaged).exists():
+            roots[f"{packaged}/"] = package.parent / top
     files = sorted(
         (prefix + p.relative_to(root).as_posix(), p)
         for prefix, root in roots.items()

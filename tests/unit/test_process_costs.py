@@ -75,7 +75,7 @@ def test_the_installed_command_is_console_main() -> None:
 
 
 def test_the_spark_job_script_freezes_the_heap_then_exits_with_mains_code() -> None:
-    """The spark-submit driver (spark_job/ingest_batch.py) skips the same teardown: its `finish`
+    """The spark-submit driver (spark/ingest_batch.py) skips the same teardown: its `finish`
     phase in `make bench --small` went from 1.6 to 0.7 s."""
     from eos_ingest import paths
 
