@@ -23,6 +23,7 @@ from eos_ingest.quality import context as gx_context
 from eos_ingest.quality import gate as quality
 from eos_ingest.quality.audit import audit_batch
 from eos_ingest.service.verify import read_committed_identities
+from eos_ingest.spark import submit
 from tests.fixtures.pipelines import ingest_once
 from tests.fixtures.postgres import on_control_db
 from tests.kafka_helpers import TxProducer
@@ -282,6 +283,39 @@ def test_a_failed_gate_fails_the_batch_and_writes_and_commits_nothing(
     assert store.committed_offsets(config.name) == committed_before
     assert not config.output_path.exists() and not config.quarantine_path.exists()
     assert failed.dq_success is False and Path(failed.dq_report_path or "").is_file()
+
+
+@sqlite_only
+def test_the_gate_checks_the_suite_file_a_pipeline_names_and_fails_the_batch_on_it(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, monkeypatch, tmp_path
+) -> None:
+    """expectations_suite: a GX suite file of the expectations folder beside pipelines/, shipped to
+    the job beside the pipeline file: its critical expectation fails the batch as an inline one does."""
+    monkeypatch.delenv("EOS_EXPECTATIONS_DIR", raising=False)
+    suites = tmp_path / "expectations" / "suites"
+    suites.mkdir(parents=True)
+    must_be_free = {
+        "type": "expect_column_values_to_be_between",
+        "kwargs": {"column": "amount", "max_value": 0},
+    }
+    (suites / "free.json").write_text(json.dumps({"name": "free", "expectations": [must_be_free]}))
+    topic = make_topic(partitions=1)
+    TxProducer(kafka_bootstrap).transaction(topic, rows(1, 6), commit=True, partition=0)
+    config = make_pipeline([topic], control_db_url, expectations_suite="free")
+    assert config.expectations_suite == (suites / "free.json").resolve()
+    assert submit.shipped(config.source)["files"].split(",")[-1] == str(suites / "free.json")
+    store = open_store(config)
+    batch, _ = plan_batch(config, store)
+    assert batch is not None
+    monkeypatch.setattr(spark, "stop", lambda: None)  # run_job stops "its" session: it is ours
+
+    with pytest.raises(QualityGateError):
+        run_job(config.source, batch.batch_id)
+
+    failed = store.get_batch(batch.batch_id)
+    assert failed.status is BatchStatus.FAILED
+    assert "expect_column_values_to_be_between(amount): 6 of 6 rows unexpected" in (failed.error or "")
+    assert not config.output_path.exists()
 
 
 @sqlite_only

@@ -14,63 +14,67 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from eos_ingest import paths
 
 PLUGINS = paths.REPO_ROOT / "plugins"
+# One interpreter for the three folders (importing Airflow is most of the cost): each call of the
+# plugins manager reads a folder anew, and its cache is cleared between them. Modules stay
+# imported, as they would in a fresh process for what each case asks (see the plugin's docstring).
 PROBE = """
-import json
-from airflow import plugins_manager
-plugins, errors = plugins_manager._get_plugins()
-print(json.dumps({"plugins": [[p.name, type(p.source).__name__] for p in plugins], "errors": errors}))
+import json, sys
+from airflow import plugins_manager, settings
+found = []
+for folder in sys.argv[1:]:
+    settings.PLUGINS_FOLDER = folder
+    plugins_manager._get_plugins.cache_clear()
+    plugins, errors = plugins_manager._get_plugins()
+    found.append({"plugins": [[p.name, type(p.source).__name__] for p in plugins], "errors": errors})
+print(json.dumps(found))
 """
+CASES = {
+    "an empty plugins folder: the entry point": "EntryPointSource",
+    "the repository's plugins folder": "PluginsDirectorySource",
+    "a copy in the plugins folder under another name": "PluginsDirectorySource",
+}
 
 
-def plugins_of(folder: Path, home: Path) -> dict[str, object]:
+@pytest.fixture(scope="module")
+def registered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """What Airflow's plugins manager registers with each case's plugins folder."""
+    home = tmp_path_factory.mktemp("airflow")
+    empty, copy = home / "empty", home / "copy"
+    empty.mkdir()
+    copy.mkdir()
+    shutil.copy(PLUGINS / "eos_ingest_plugin.py", copy / "ingestion.py")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(
         AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__PLUGINS_FOLDER=str(folder),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__UNIT_TEST_MODE="True",  # no config file written into AIRFLOW_HOME
     )
+    folders = [str(empty), str(PLUGINS), str(copy)]
     done = subprocess.run(
-        [sys.executable, "-c", PROBE], env=env, cwd=home, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", PROBE, *folders],
+        env=env,
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    found: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return found
+    return dict(zip(CASES, json.loads(done.stdout.strip().splitlines()[-1]), strict=True))
 
 
-def copy_as(tmp_path: Path, name: str) -> Path:
-    folder = tmp_path / "plugins"
-    folder.mkdir()
-    shutil.copy(PLUGINS / "eos_ingest_plugin.py", folder / name)
-    return folder
-
-
-@pytest.mark.parametrize(
-    ("case", "source"),
-    [
-        ("an empty plugins folder: the entry point", "EntryPointSource"),
-        ("the repository's plugins folder", "PluginsDirectorySource"),
-        ("a copy in the plugins folder under another name", "PluginsDirectorySource"),
-    ],
-)
+@pytest.mark.parametrize(("case", "source"), CASES.items())
 def test_the_plugin_is_registered_once_without_an_error_whichever_way_airflow_finds_it(
-    tmp_path: Path, case: str, source: str
+    registered: dict[str, dict[str, Any]], case: str, source: str
 ) -> None:
-    if case.startswith("an empty"):
-        folder = tmp_path / "plugins"
-        folder.mkdir()
-    elif case.startswith("the repository's"):
-        folder = PLUGINS
-    else:
-        folder = copy_as(tmp_path, "ingestion.py")
-    found = plugins_of(folder, tmp_path)
-    ours = [p for p in found["plugins"] if p[0] == "eos_ingest"]  # type: ignore[attr-defined]
+    found = registered[case]
+    ours = [p for p in found["plugins"] if p[0] == "eos_ingest"]
     assert ours == [["eos_ingest", source]], found
     assert found["errors"] == {}, found
 
