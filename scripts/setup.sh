@@ -35,7 +35,9 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   "$VENV/bin/uv" pip sync -q --compile-bytecode --python "$VENV/bin/python" "$ROOT/requirements.lock"
   # An egg-info an earlier build left at the root is found first by importlib.metadata wherever the
   # root is on sys.path (pytest, `python -m` from it), with its stale entry points (the plugin's).
-  rm -rf "$ROOT/eos_ingest.egg-info"
+  # Builds now write it to plugins/ (pyproject.toml's package-dir root), which Airflow appends to
+  # sys.path, after site-packages.
+  rm -rf "$ROOT/eos_ingest.egg-info" "$ROOT/plugins/eos_ingest.egg-info"
   "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" --no-deps -e "$ROOT"
   echo "$want" > "$stamp"
   echo "setup: Python packages installed into $VENV"

@@ -140,6 +140,15 @@ def test_the_api_server_listens_on_loopback_only(stack: Stack) -> None:
     assert addresses and addresses <= {"127.0.0.1", "[::ffff:127.0.0.1]"}, listening.stdout
 
 
+def test_the_running_airflow_registers_the_plugin_once_from_the_plugins_folder(stack: Stack) -> None:
+    """scripts/airflow.sh points Airflow at plugins/, and the venv's package declares the entry
+    point too: the API server lists the plugin once, from the folder, and no plugin import error."""
+    plugins = stack.api.get("/plugins", limit=100)["plugins"]
+    ours = [p for p in plugins if p["name"] == "eos_ingest"]
+    assert len(ours) == 1 and ours[0]["source"] == "$PLUGINS_FOLDER/eos_ingest_plugin.py", ours
+    assert stack.api.get("/plugins/importErrors")["import_errors"] == []
+
+
 def test_kafka_secrets_never_reach_logs_or_rendered_templates(stack: Stack) -> None:
     leaks = [
         str(p) for p in stack.airflow_home.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()
