@@ -343,7 +343,8 @@ def _check_identity(config: PipelineConfig, store: ControlStore, batch: Batch) -
 def _txn(config: PipelineConfig, batch: Batch, fence: int, table: str) -> Txn:
     """The idempotent-write identity of this attempt's write to `table`: a write by an older
     fence (a zombie) after a newer one is skipped by the table format itself."""
-    return Txn(txn_app_id(config.name, batch.batch_id, batch.created_at.isoformat(), table), fence)
+    app_id = txn_app_id(config.name, batch.batch_id, batch.created_at.isoformat(), table)
+    return Txn(app_id, fence, planned_at=batch.created_at)
 
 
 def _error_text(config: PipelineConfig, exc: Exception) -> str:

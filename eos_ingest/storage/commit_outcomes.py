@@ -9,7 +9,7 @@ Iceberg:
   error from talking to the catalog (RESTException, a dropped connection or a 503 without an
   answer; UncheckedSQLException or SQLException, a JDBC connection dropped mid-UPDATE or SQLite
   busy past its timeout; an I/O error). The caller must not clean up as if nothing landed nor fail
-  the batch: it stays planned, and the next attempt's marker check (iceberg_branch.newest_write)
+  the batch: it stays planned, and the next attempt's marker check (iceberg_markers.newest_write)
   settles what main holds.
 - `lost`: CommitFailedException, which Iceberg raises once its own retries lost to concurrent
   commits (a CleanableFailure: nothing of it landed); stage anew.

@@ -7,8 +7,9 @@ without these) and appends the batch's rows, the last snapshot carrying the writ
 app id, fence) in its summary. Until the publish, main does not move: no reader of the table sees
 any of it, and the gate reads the branch, which is exactly what main will show.
 
-The publish (commit) first checks main's history for a write of the same app id by this fence or a
-newer one (Delta's txnVersion, here the markers of main's ancestors), then fast-forwards main to
+The publish (commit) first checks main's history since the batch's plan for a write of the same app
+id by this fence or a newer one (Delta's txnVersion, here the markers of main's ancestors:
+storage/iceberg_markers.py), then fast-forwards main to
 the branch and removes the branch, in one metadata commit. A fast-forward needs main to be an
 ancestor of the branch: any commit to main since the cut (a concurrent backfill, a newer attempt)
 fails it, and the caller stages anew from a fresh branch. A branch that is never published is
@@ -29,6 +30,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_ingest.errors import PartialWriteError, WriteError
 from eos_ingest.storage import commit_outcomes
+from eos_ingest.storage.iceberg_markers import newest_write
 from eos_ingest.storage.table_format import Txn
 
 if TYPE_CHECKING:
@@ -38,10 +40,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAIN = "main"
-# The snapshot summary keys of a write's marker.
-BATCH_KEY = "eos.batch-id"
-APP_ID_KEY = "eos.app-id"
-FENCE_KEY = "eos.fence"
 BRANCH_PREFIX = "eos_batch"
 
 
@@ -53,35 +51,6 @@ class PublishConflictError(RuntimeError):
 def branch_name(batch_id: int, txn: Txn | None) -> str:
     """The branch of one attempt's write: named for the batch and the fence (0 without a txn)."""
     return f"{BRANCH_PREFIX}{batch_id}_f{txn.fence if txn is not None else 0}"
-
-
-def marker(batch_id: int, txn: Txn | None) -> dict[str, str]:
-    """The snapshot summary entries that say which batch and attempt wrote a snapshot."""
-    entries = {BATCH_KEY: str(batch_id)}
-    if txn is not None:
-        entries.update({APP_ID_KEY: txn.app_id, FENCE_KEY: str(txn.fence)})
-    return entries
-
-
-def newest_write(
-    jvm: Any, table: Any, *, app_id: str | None = None, batch_id: int | None = None
-) -> tuple[Any, int | None]:
-    """The newest of main's snapshots whose marker has `app_id` (or `batch_id`), and the fence it
-    carries; (None, None) when main holds none. Along main, an app id's fences never go down (a
-    publish by an older fence than main holds is refused), so the newest is the highest."""
-    if table.currentSnapshot() is None:
-        return None, None
-    snapshots = jvm.org.apache.iceberg.util.SnapshotUtil.currentAncestors(table).iterator()
-    while snapshots.hasNext():
-        snapshot = snapshots.next()
-        summary = snapshot.summary()
-        if app_id is not None and summary.get(APP_ID_KEY) != app_id:
-            continue
-        if batch_id is not None and summary.get(BATCH_KEY) != str(batch_id):
-            continue
-        fence = summary.get(FENCE_KEY)
-        return snapshot, int(fence) if fence is not None else None
-    return None, None
 
 
 @dataclass
@@ -185,7 +154,9 @@ class StagedBranch:
         table = self._table
         table.refresh()
         if self.txn is not None:
-            _, fence = newest_write(self._spark._jvm, table, app_id=self.txn.app_id)
+            _, fence = newest_write(
+                self._spark._jvm, table, app_id=self.txn.app_id, planned_at=self.txn.planned_at
+            )
             if fence is not None and fence >= self.txn.fence:
                 self._remove_branch()
                 raise PublishConflictError(

@@ -28,12 +28,11 @@ from eos_ingest.storage.iceberg_branch import (
     StagedBranch,
     branch_name,
     cut_branch,
-    marker,
-    newest_write,
     raise_classified,
     remove_stale_branches,
 )
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.iceberg_markers import marker, newest_write
 from eos_ingest.storage.iceberg_schema import evolve_table, fill_missing, spark_schema
 from eos_ingest.storage.lost_races import DEFAULT_BACKOFF_S, commit_checked
 from eos_ingest.storage.table_format import ReplaceResult, StagedWrite, Txn
@@ -79,7 +78,7 @@ class IcebergFormat:
         iceberg_properties.check_java(identifier, table)  # as planned, or changed since: refused
         jvm = spark._jvm
         if txn is not None:
-            _, fence = newest_write(jvm, table, app_id=txn.app_id)
+            _, fence = newest_write(jvm, table, app_id=txn.app_id, planned_at=txn.planned_at)
             if fence is not None and fence >= txn.fence:
                 return StagedBranch(identifier, True, spark, table, txn=txn)
             stale = remove_stale_branches(table, batch_id, txn.fence)
@@ -216,7 +215,10 @@ class IcebergFormat:
         try:
             table = staged._table
             table.refresh()
-            snapshot, fence = newest_write(staged._spark._jvm, table, batch_id=batch_id)
+            planned_at = txn.planned_at if txn is not None else None
+            snapshot, fence = newest_write(
+                staged._spark._jvm, table, batch_id=batch_id, planned_at=planned_at
+            )
             current = snapshot if snapshot is not None else table.currentSnapshot()
             version = int(current.snapshotId())
         except Exception as exc:

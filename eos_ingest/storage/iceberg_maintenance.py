@@ -35,7 +35,7 @@ What is in flight, and how it is kept (the VACUUM lock of control/vacuum_lock.py
   `olderThan` is the safety window for files an attempt is writing right now (not yet in any
   snapshot); a file a kept branch references is no orphan.
 
-Expiring main's old snapshots also drops their write markers (iceberg_branch.newest_write): past
+Expiring main's old snapshots also drops their write markers (iceberg_markers.newest_write): past
 the retention only the control DB's fence check refuses a late attempt (as Delta's txn ids expire
 with its log retention); a planned batch's markers are all inside the retention.
 """

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -32,10 +33,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Txn:
     """The idempotent-write identity of one attempt's write to one table: an app id (pipeline,
-    batch, table) and the attempt's fence."""
+    batch, table) and the attempt's fence. planned_at: the batch's plan time, before which none of
+    this app id's writes can be (Iceberg's marker search stops there: storage/iceberg_markers.py);
+    None reads the table's whole history."""
 
     app_id: str
     fence: int
+    planned_at: datetime | None = None
 
 
 def txn_app_id(pipeline: str, batch_id: int, created_at: str, table: str) -> str:

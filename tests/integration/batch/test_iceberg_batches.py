@@ -3,11 +3,15 @@ backfill replaces, a zombie attempt publishes nothing. On the JDBC catalog of th
 (PostgreSQL's: tests/integration/storage/test_iceberg_publish.py) and on a REST catalog server
 (tests/fixtures/iceberg_rest.py), whose tables the read side's pyiceberg reads too (the reader, the
 audit, the gate's read of a staged branch); a REST catalog that refuses the credentials is named
-with its fix."""
+with its fix; a batch's marker checks read main since the batch was planned, not its history."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from pyspark.sql import functions as F
@@ -18,8 +22,10 @@ from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.quality.audit import audit_batch
 from eos_ingest.service.backfill import create_backfill, parse_request
 from eos_ingest.service.operations import open_store, plan_batch
+from eos_ingest.storage import iceberg_branch, iceberg_format
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
 from eos_ingest.storage.iceberg_format import IcebergFormat
+from eos_ingest.storage.table_format import Txn, txn_app_id
 from eos_ingest.storage.table_formats import output_reader
 from eos_ingest.storage.table_names import TABLE
 from tests.fixtures.pipelines import ingest_once
@@ -159,3 +165,77 @@ def test_a_rest_catalog_that_refuses_the_credentials_is_named_with_its_fix(spark
                 and "not accepted" in message  # the server's own words
                 and "wrong" not in message
             ), message
+
+
+def marker_search_round_trips(spark, monkeypatch) -> list[int]:
+    """The py4j round trips of each call of the marker search (newest_write, wherever the format
+    calls it), in order: a pass-through count of the commands sent to the JVM by the thread inside
+    the search (the quarantine's stage runs beside the table's), which answers each as before."""
+    client = spark.sparkContext._gateway._gateway_client
+    send = client.send_command
+    inside = threading.local()
+    walks: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        if getattr(inside, "walk", None) is not None:
+            walks[inside.walk] += 1
+        return send(*args, **kwargs)
+
+    def counting(search: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            walks.append(0)
+            inside.walk = len(walks) - 1
+            try:
+                return search(*args, **kwargs)
+            finally:
+                inside.walk = None
+
+        return run
+
+    monkeypatch.setattr(client, "send_command", counted)
+    for module in (iceberg_format, iceberg_branch):
+        monkeypatch.setattr(module, "newest_write", counting(module.newest_write))
+    return walks
+
+
+@on_control_db("sqlite")
+def test_a_batch_reads_main_since_its_plan_not_the_history_before_and_still_finds_its_write(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, monkeypatch
+) -> None:
+    """Issue 48, item 5: a batch's marker checks (the stage's skip check and the publish's fence
+    check, on both tables) stop at the snapshots committed before the batch was planned, so their
+    cost does not grow with main's history; and within that bound they still find the batch's own
+    write: a zombie attempt's stage is skipped and its replace returns the newer write's snapshot."""
+    monkeypatch.setenv("EOS_ICEBERG_CLOCK_MARGIN_S", "1")
+    topic = make_topic(partitions=1)
+    producer = TxProducer(kafka_bootstrap)
+    producer.transaction(topic, rows(0, 5), commit=True, partition=0)
+    config = make_pipeline([topic], control_db_url, output={"format": "iceberg", "table": "lake.events"})
+    assert ingest_once(spark, config) is not None
+    main = IcebergCatalog.of(config).java_table(spark, "lake.events")
+    history = 40  # other writers' commits on main (empty appends: snapshots like any to the walk)
+    for i in range(history):
+        main.newFastAppend().set("eos.app-id", f"another-writer/{i}").commit()
+    time.sleep(1.5)  # past the margin: the history is older than the next plan, on any clock here
+    producer.transaction(topic, rows(5, 5), commit=True, partition=0)
+    store = open_store(config)
+    batch, _ = plan_batch(config, store)
+    assert batch is not None
+    zombie_fence = store.take_fence(batch.batch_id)
+    walks = marker_search_round_trips(spark, monkeypatch)
+
+    newer = execute_batch(spark, config, store, batch, store.take_fence(batch.batch_id))
+
+    assert newer.records_written == 5 and len(walks) >= 4, walks  # two checks on each table
+    # A walk of the history would cost 3 or more round trips a snapshot: 120 and up here.
+    assert max(walks) <= 20, walks
+    walks.clear()
+    app_id = txn_app_id(config.name, batch.batch_id, batch.created_at.isoformat(), TABLE)
+    zombie = Txn(app_id, zombie_fence, planned_at=batch.created_at)
+    iceberg = IcebergFormat(IcebergCatalog.of(config))
+    again = spark.table(iceberg.catalog.identifier("lake.events")).where(f"batch_id = {batch.batch_id}")
+    ranges = batch.ranges
+    assert iceberg.stage(spark, again, "lake.events", ranges, batch.batch_id, txn=zombie).skipped
+    late = iceberg.replace_ranges(spark, again, "lake.events", ranges, batch.batch_id, txn=zombie)
+    assert (late.version, late.written_by_fence) == (newer.delta_version, zombie_fence + 1)
+    assert max(walks) <= 20, walks
