@@ -1,5 +1,6 @@
 """The "Growth" section of bench/README.md, from the latest full runs of bench/table_growth.py
-(results/table_growth.jsonl) and bench/growth.py (results/growth.jsonl)."""
+(results/table_growth.jsonl), bench/iceberg_growth.py (results/iceberg_growth.jsonl) and
+bench/growth.py (results/growth.jsonl)."""
 
 from __future__ import annotations
 
@@ -31,11 +32,17 @@ def render() -> str:
     table = _last(RESULTS / "table_growth.jsonl", lambda d: not d.get("trial") and "growth" in d)
     memory = _last(RESULTS / "table_growth.jsonl", lambda d: not d.get("trial") and "memory" in d)
     control = _last(RESULTS / "growth.jsonl", lambda d: d.get("plan", {}).get("partitions", 0) >= 600)
-    parts = ["### Growth (`python -m bench.table_growth`, `python -m bench.growth`)", ""]
-    if table is None and memory is None and control is None:
+    iceberg = _by_label(RESULTS / "iceberg_growth.jsonl")
+    parts = [
+        "### Growth (`python -m bench.table_growth`, `python -m bench.iceberg_growth`, `python -m bench.growth`)",
+        "",
+    ]
+    if table is None and memory is None and control is None and not iceberg:
         return "\n".join([*parts, "No growth run yet.", ""])
     if table is not None:
         parts += _render_table_growth(table)
+    if iceberg:
+        parts += _render_iceberg_growth(iceberg)
     if memory is not None:
         parts += _render_memory(memory)
     if control is not None:
@@ -65,6 +72,45 @@ def _render_table_growth(doc: dict[str, Any]) -> list[str]:
         cells = [f"{row['median_s'].get(m, float('nan')):.2f}" for m in marks]
         met = "yes" if row["within_target"] else "**no**"
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {row['last_ratio']:.2f} | {met} |")
+    return [*lines, ""]
+
+
+def _by_label(path: Path) -> list[dict[str, Any]]:
+    """The latest full run of each label (the code measured: before and after a change), in the
+    order of their first runs."""
+    if not path.exists():
+        return []
+    latest: dict[str, dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        doc = json.loads(line) if line.strip() else {}
+        if doc and not doc.get("trial") and "growth" in doc:
+            latest[doc.get("label") or doc["commit"]] = doc
+    return list(latest.values())
+
+
+def _render_iceberg_growth(docs: list[dict[str, Any]]) -> list[str]:
+    params = docs[-1]["parameters"]
+    marks = [str(c) for c in params["checkpoints"]]
+    lines = [
+        f"On Iceberg, `maintain` never run (`results/iceberg_growth.jsonl`): batches of "
+        f"{params['batch_records']:,} records, medians of {params['runs']}, in one Spark session, the "
+        "history between checkpoints filled by the format's own replaces (bench/iceberg_growth.py). "
+        "Target: a whole batch <= 1.2x from 1 to 1,000 batches in the table.",
+        "",
+        "| seconds, with N batches in the table | "
+        + " | ".join(f"N={m}" for m in marks)
+        + " | ratio | met |",
+        "|---|" + "---:|" * (len(marks) + 1) + "---|",
+    ]
+    for doc in docs:
+        what = f"{doc.get('label') or 'commit'} ({doc['commit']}, {doc['date'][:10]}, load {doc['load_before'][0]:.1f})"
+        for key, label in (("batch", "whole batch"), ("write_phase", "its write phase")):
+            row = doc["growth"]["summary"][key]
+            cells = [f"{row['median_s'].get(m, float('nan')):.2f}" for m in marks]
+            met = "yes" if row["within_target"] else "**no**"
+            lines.append(
+                f"| {label}, {what} | " + " | ".join(cells) + f" | {row['last_ratio']:.2f} | {met} |"
+            )
     return [*lines, ""]
 
 

@@ -99,3 +99,34 @@ def test_the_object_storage_section_shows_the_race_and_the_race_app_reports_each
     )
     app_output = "committed a 0 version 1\ncommitted a 1 version 3\ncollided a 1 version 3\n"
     assert object_storage.committed_rounds(app_output) == [("a", 0), ("a", 1)]
+
+
+def test_the_iceberg_growth_shows_the_latest_run_of_each_label(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def run(label: str, one: float, thousand: float, trial: bool = False) -> str:
+        summary = {
+            "median_s": {"1": one, "1000": thousand},
+            "last_ratio": thousand / one,
+            "within_target": thousand / one <= 1.2,
+        }
+        return json.dumps({
+            "date": "2026-12-06T10:00:00Z", "commit": "c", "label": label, "load_before": [3.0], "trial": trial,
+            "parameters": {"checkpoints": [1, 1000], "batch_records": 10, "runs": 5},
+            "growth": {"summary": {"batch": summary, "write_phase": summary}},
+        })  # fmt: skip
+
+    lines = [
+        run("before", 8.0, 20.0),
+        run("after", 8.0, 16.0),
+        run("after", 8.0, 8.8),
+        run("after", 1.0, 9.0, True),
+    ]
+    (tmp_path / "iceberg_growth.jsonl").write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(growth_report, "RESULTS", tmp_path)
+
+    text = growth_report.render()
+
+    assert "| whole batch, before (c, 2026-12-06, load 3.0) | 8.00 | 20.00 | 2.50 | **no** |" in text
+    assert "| whole batch, after (c, 2026-12-06, load 3.0) | 8.00 | 8.80 | 1.10 | yes |" in text
+    assert "16.00" not in text and "9.00" not in text  # an older run of a label, a trial
