@@ -94,8 +94,9 @@ def _render_iceberg_growth(docs: list[dict[str, Any]]) -> list[str]:
     lines = [
         f"On Iceberg, `maintain` never run (`results/iceberg_growth.jsonl`): batches of "
         f"{params['batch_records']:,} records, medians of {params['runs']}, in one Spark session, the "
-        "history between checkpoints filled by the format's own replaces (bench/iceberg_growth.py). "
-        "Target: a whole batch <= 1.2x from 1 to 1,000 batches in the table.",
+        "history between checkpoints filled through Iceberg's Java API (bench/iceberg_growth.py). "
+        "Target: a whole batch <= 1.2x from 1 to 1,000 batches in the table. Each run's load average "
+        "is the one before it: a whole batch's time follows the machine's load more than the table.",
         "",
         "| seconds, with N batches in the table | "
         + " | ".join(f"N={m}" for m in marks)
