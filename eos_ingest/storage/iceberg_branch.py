@@ -152,17 +152,30 @@ class StagedBranch:
             return None
         assert self.branch is not None
         table = self._table
-        table.refresh()
-        if self.txn is not None:
-            _, fence = newest_write(
-                self._spark._jvm, table, app_id=self.txn.app_id, planned_at=self.txn.planned_at
-            )
-            if fence is not None and fence >= self.txn.fence:
-                self._remove_branch()
-                raise PublishConflictError(
-                    f"main of {self.identifier} already holds the write of fence {fence} for "
-                    f"{self.txn.app_id}; this attempt's fence is {self.txn.fence}"
+        try:
+            table.refresh()
+            fence = None
+            if self.txn is not None:
+                _, fence = newest_write(
+                    self._spark._jvm, table, app_id=self.txn.app_id, planned_at=self.txn.planned_at
                 )
+        except Exception as exc:
+            # Before the fast-forward: nothing of it was sent. The catalog's database restarting
+            # or down (a JDBC catalog's connection refused or ended) is no reason to fail the
+            # batch; the next attempt stages anew.
+            if commit_outcomes.outcome(exc) != "unknown":
+                raise
+            raise PartialWriteError(
+                f"main of {self.identifier} could not be read before the publish of batch branch "
+                f"{self.branch} ({commit_outcomes.describe(exc)}); nothing was published, the batch "
+                "stays planned: run it again"
+            ) from exc
+        if self.txn is not None and fence is not None and fence >= self.txn.fence:
+            self._remove_branch()
+            raise PublishConflictError(
+                f"main of {self.identifier} already holds the write of fence {fence} for "
+                f"{self.txn.app_id}; this attempt's fence is {self.txn.fence}"
+            )
         ref = table.refs().get(self.branch)
         if ref is None:  # removed since the stage (maintain, a person): nothing of it can reach main
             raise PublishConflictError(

@@ -40,6 +40,12 @@ HADOOP_FILE_IO = "org.apache.iceberg.hadoop.HadoopFileIO"
 # How long a JDBC connection waits for the SQLite control DB's write lock (the control store's
 # own busy_timeout is the same 30 s, control/engine.py).
 SQLITE_BUSY_TIMEOUT_MS = "30000"
+# PostgreSQL's SQL states of a server that ended or refused the session while it restarts
+# (admin_shutdown, crash_shutdown, cannot_connect_now). Iceberg's JDBC catalog reconnects and runs
+# a statement once more only on the states it knows (08000, 08003, 08006, 08007, 40001), so a
+# pooled connection that a restart ended failed the publish: with these, a restart is a reconnect
+# (tests/integration/batch/test_postgres_restart.py).
+POSTGRES_RESTART_STATES = "57P01,57P02,57P03"
 
 
 def catalog_name(config: PipelineConfig) -> str:
@@ -217,7 +223,7 @@ def jdbc_settings(uri: str) -> dict[str, str]:
     params = {k: v for k, v in url.query.items() if isinstance(v, str)}
     if "sslmode" in params:  # the one libpq option most URLs carry; pgjdbc spells it the same
         jdbc += f"?sslmode={params['sslmode']}"
-    settings = {"uri": jdbc}
+    settings = {"uri": jdbc, "retryable_status_codes": POSTGRES_RESTART_STATES}
     if url.username:
         settings["jdbc.user"] = url.username
     if url.password:

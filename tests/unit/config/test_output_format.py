@@ -53,6 +53,7 @@ def test_an_iceberg_pipeline_names_its_tables_in_a_jdbc_catalog_on_its_control_d
 def test_a_postgresql_catalog_gets_its_user_and_password_as_jdbc_settings() -> None:
     assert jdbc_settings("postgresql+psycopg://eos:pw@db.example:5433/control?sslmode=require") == {
         "uri": "jdbc:postgresql://db.example:5433/control?sslmode=require",
+        "retryable_status_codes": "57P01,57P02,57P03",  # a restart's: reconnect (test_postgres_restart.py)
         "jdbc.user": "eos",
         "jdbc.password": "pw",
     }

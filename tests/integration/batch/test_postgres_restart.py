@@ -1,0 +1,157 @@
+"""PostgreSQL restarted in the middle of a batch's publish, on an Iceberg pipeline whose JDBC
+catalog is its PostgreSQL control DB (issue 48, item 2).
+
+The batch pauses at a fault point of its publish (its gate passed, the table's fast-forward of
+main next; or the table published, the quarantine table's next); the test stops the server, for
+good or briefly, and lets the batch go on. Whatever the publish then meets (a catalog connection
+that the restart ended, a server that refuses connections), the batch is never `failed`: it
+commits, or it stops retriably (exit 75) with its row in the control DB still planned, and the
+rerun commits it. pyiceberg's scan (no Spark) counts one copy of each record in both tables.
+
+The server is this module's own (tests/fixtures/own_postgres.py): the session's shared one serves
+the other worker's tests. Real broker, Spark, Iceberg and PostgreSQL; nothing stands between them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from eos_ingest.batch.sequence import (
+    PAUSE_BEFORE_QUARANTINE_COMMIT_ENV,
+    PAUSE_BEFORE_TABLE_COMMIT_ENV,
+    run_fenced,
+)
+from eos_ingest.control.schema import BatchStatus
+from eos_ingest.control.store import ControlStore
+from eos_ingest.errors import EXIT_RETRIABLE, exit_code
+from eos_ingest.service.operations import plan_batch
+from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from tests.fixtures.own_postgres import OwnPostgres, own_postgres
+from tests.fixtures.pipelines import ingest_once
+from tests.kafka_helpers import TxProducer
+
+pytestmark = pytest.mark.integration
+
+GOOD, BAD = 10, 2
+# How long the server stays down in the `down` case after the batch went on: longer than the
+# publish takes to meet the refused connection, shorter than the store's retries below.
+DOWN_S = 4.0
+# The control store's tries while the server is down: its failure handling (fail_batch) gets
+# through once the server is back, so a batch that would be marked failed is.
+STORE_ATTEMPTS = 6
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[OwnPostgres]:
+    with own_postgres() as started:
+        yield started
+
+
+@pytest.fixture
+def db_url(server: OwnPostgres) -> Iterator[str]:
+    with server.database() as url:
+        yield url
+
+
+def produce(kafka_bootstrap: str, topic: str) -> None:
+    """GOOD records that parse, then BAD that do not (offsets GOOD .. GOOD+BAD-1: the quarantine)."""
+    values: list[str | dict] = [{"id": i, "name": f"n{i}", "amount": i / 2} for i in range(GOOD)]
+    values += [f"not json {i}" for i in range(BAD)]
+    TxProducer(kafka_bootstrap).transaction(topic, values, commit=True, partition=0)
+
+
+def offsets_on_main(config, name: str) -> Counter[int]:
+    """kafka_offset -> copies in the table `name` on main, scanned by pyiceberg from the catalog."""
+    table = IcebergCatalog.of(config).pyiceberg().load_table(name)
+    return Counter(table.scan(selected_fields=("kafka_offset",)).to_arrow()["kafka_offset"].to_pylist())
+
+
+def run_with_the_server_stopped(spark, config, store, batch, server, pause: Path, how: str, monkeypatch):
+    """run_fenced(batch) in a thread, paused at `pause`'s fault point; there the server stops.
+    `restart`: started again before the batch goes on. `down`: the batch goes on while it is down,
+    and it starts DOWN_S later. The error the attempt raised, or None."""
+    outcome: dict[str, BaseException] = {}
+
+    def attempt() -> None:
+        try:
+            run_fenced(spark, config, store, batch)
+        except BaseException as exc:  # handed to the test
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=attempt, name="eos-test-attempt")
+    thread.start()
+    try:
+        deadline = time.monotonic() + 240
+        while not pause.exists():
+            assert thread.is_alive(), f"the attempt ended before its pause: {outcome.get('error')!r}"
+            assert time.monotonic() < deadline, "the attempt did not reach its pause in time"
+            time.sleep(0.2)
+        server.down()
+        if how == "restart":
+            server.up()
+            pause.unlink()
+        else:
+            pause.unlink()
+            thread.join(timeout=DOWN_S)
+            server.up()
+    finally:
+        pause.unlink(missing_ok=True)
+        server.up()
+        thread.join(timeout=300)
+    assert not thread.is_alive()
+    return outcome.get("error")
+
+
+@pytest.mark.parametrize(
+    ("at", "how"),
+    [
+        (PAUSE_BEFORE_TABLE_COMMIT_ENV, "restart"),
+        (PAUSE_BEFORE_TABLE_COMMIT_ENV, "down"),
+        (PAUSE_BEFORE_QUARANTINE_COMMIT_ENV, "down"),
+    ],
+    ids=["table-publish-restart", "table-publish-down", "quarantine-publish-down"],
+)
+@pytest.mark.parametrize("table_format", ["iceberg"], indirect=True)
+def test_a_postgresql_restart_in_the_publish_never_fails_the_batch_and_the_rerun_leaves_one_copy(
+    spark, kafka_bootstrap, make_topic, make_pipeline, server, db_url, monkeypatch, tmp_path, at, how
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic)
+    name = f"pgr_{uuid.uuid4().hex[:8]}"
+    config = make_pipeline([topic], db_url, name=name)  # the JDBC catalog: the control DB
+    assert config.iceberg_catalog_uri == db_url
+    store = ControlStore(db_url, connect_attempts=STORE_ATTEMPTS)
+    store.ensure_schema()
+    batch, _ = plan_batch(config, store)
+    assert batch is not None
+    pause = tmp_path / "pause"
+    monkeypatch.setenv(at, str(pause))
+
+    error = run_with_the_server_stopped(spark, config, store, batch, server, pause, how, monkeypatch)
+    monkeypatch.delenv(at)
+
+    row = store.get_batch(batch.batch_id)
+    print(f"{name} {how} at {at}: {row.status.value}, {error!r}")
+    if how == "down":  # the publish met a server that was down: it cannot have committed
+        assert error is not None
+    if error is not None:
+        assert exit_code(error) == EXIT_RETRIABLE, repr(error)
+        assert row.status is BatchStatus.PLANNED, row.error
+        again = ingest_once(spark, config)  # the planned batch again, under a new fence
+        assert again is not None and again.batch_id == batch.batch_id
+    row = store.get_batch(batch.batch_id)
+    assert row.status is BatchStatus.COMMITTED
+    assert (row.records_written, row.records_quarantined) == (GOOD, BAD)
+    assert offsets_on_main(config, config.output.table) == Counter(range(GOOD))
+    assert offsets_on_main(config, config.output.quarantine_table) == Counter(range(GOOD, GOOD + BAD))
+    table = IcebergCatalog.of(config).pyiceberg().load_table(config.output.table)
+    assert row.delta_version == table.current_snapshot().snapshot_id  # the batch's own publish
+    assert not [ref for ref in table.metadata.refs if ref.startswith("eos_")], table.metadata.refs
+    store.close()
