@@ -200,6 +200,9 @@ class StagedBranch:
                 "write's marker on main or not, and settles it: run it again"
             ) from exc
         if kind == "refused":
+            # Nothing of it landed, and a rerun would be refused the same way: the batch fails,
+            # and its branch, which nothing will publish, goes (best effort).
+            self._remove_branch()
             raise WriteError(f"{what} was refused by the catalog: {commit_outcomes.describe(exc)}") from exc
         # Lost, or an error that names no outcome (Iceberg's re-applied fast-forward after its own
         # lost retry says "Cannot fast-forward"): the table says what happened.

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,7 +37,15 @@ from eos_ingest.service.operations import job_argv, open_store, plan_batch
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
 from eos_ingest.storage.table_names import QUARANTINE, TABLE
-from tests.fixtures.pipelines import JSON_SCHEMA, ingest_once, on_formats, table_rows, verify_pipeline
+from tests.fixtures.fault_proxy import FaultProxy, publishes_main
+from tests.fixtures.pipelines import (
+    JSON_SCHEMA,
+    ingest_once,
+    on_formats,
+    table_rows,
+    verify_pipeline,
+    write_pipeline,
+)
 from tests.kafka_helpers import TxProducer
 from tests.process_helpers import wait_for_pause
 
@@ -91,20 +100,39 @@ def assert_backfilled(spark, config, backfill_id: int) -> None:
         assert staged_branches(spark, config, TABLE) == staged_branches(spark, config, QUARANTINE) == []
 
 
+def on_rest_catalog(request, monkeypatch, make_pipeline, table_format: str):
+    """(make_pipeline, the fault proxy): on Delta the fixture's and None; on Iceberg, pipelines of a
+    name of the test's own whose tables are in the session's REST catalog, reached through the
+    fault proxy (tests/fixtures/fault_proxy.py), and that proxy."""
+    if table_format != "iceberg":
+        return make_pipeline, None
+    server = request.getfixturevalue("iceberg_rest")
+    proxy = request.getfixturevalue("armed_proxy")
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_REST", server.connection())
+    name = f"qp_{uuid.uuid4().hex[:8]}"
+    catalog = {"type": "rest", "uri": proxy.uri, "conn_id": "iceberg_rest"}
+    folder, bootstrap = request.getfixturevalue("tmp_path"), request.getfixturevalue("kafka_bootstrap")
+
+    def make(topics, control_db_url: str, **overrides):
+        output = {"format": "iceberg", "table": f"lake.{name}", "catalog": catalog}
+        return write_pipeline(folder, bootstrap, topics, control_db_url, name, output=output, **overrides)
+
+    return make, proxy
+
+
+def refuse_publishes(proxy: FaultProxy, config, which: str) -> None:
+    """From now on the catalog refuses (403) every publish of the Iceberg table `which`: a grant
+    that no longer lets this pipeline write it, a refusal for good (no retry gets past it)."""
+    table = config.output.table if which == TABLE else config.output.quarantine_table
+    proxy.arm("403-unforwarded", publishes_main(table.split(".", 1)[1]), times=1000)
+
+
 def staged_branches(spark, config, which: str) -> list[str]:
     """The batch branches (eos_batch<id>_f<fence>) left on an Iceberg table."""
     name = config.output.table if which == TABLE else config.output.quarantine_table
     table = IcebergCatalog.of(config).java_table(spark, name)
     table.refresh()
     return sorted(str(ref) for ref in table.refs().keySet() if str(ref).startswith("eos_"))
-
-
-def remove_branch(spark, config, which: str, branch: str) -> None:
-    """Another hand removes the batch's staged branch of an Iceberg table (issue 48's recipe)."""
-    name = config.output.table if which == TABLE else config.output.quarantine_table
-    table = IcebergCatalog.of(config).java_table(spark, name)
-    table.refresh()
-    table.manageSnapshots().removeBranch(branch).commit()
 
 
 def run_paused(
@@ -144,24 +172,31 @@ def rerun(spark, config, store, batch_id: int):
     return execute_batch(spark, config, store, store.get_batch(batch_id), fence)
 
 
-# Delta only for now: on Iceberg this test removed the branch, which a publish now stages anew
-# (storage/commit_outcomes.py, issue 48 item 2), so nothing fails for good; an Iceberg fault that
-# does is still to be found (issue 48 notes).
-@on_formats("delta")
+@on_formats()
 def test_a_table_publish_that_fails_for_good_after_the_gate_leaves_both_tables_as_they_were(
-    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, monkeypatch, tmp_path
+    spark,
+    kafka_bootstrap,
+    make_topic,
+    make_pipeline,
+    control_db_url,
+    monkeypatch,
+    tmp_path,
+    request,
+    table_format,
 ) -> None:
     """Item 1's recipe: the table's publish fails with an error that is not retriable after the gate
     passed. The batch is failed, and neither table holds anything of it (on ccdd127 the quarantine's
-    replace had landed beside: offset 5 in neither table, verify missing=1)."""
+    replace had landed beside: offset 5 in neither table, verify missing=1). Iceberg: the REST
+    catalog refuses the table's publish for good (403); a removed branch, the recipe's fault, is
+    staged anew now (issue 48, item 2) and fails nothing."""
+    make_pipeline, proxy = on_rest_catalog(request, monkeypatch, make_pipeline, table_format)
     config, store, first_id, backfill = fixed_parser_backfill(
         spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
     )
-    branch = f"eos_batch{backfill.batch_id}_f1"
 
     def break_the_table_publish() -> None:
-        if config.output.format == "iceberg":
-            remove_branch(spark, config, TABLE, branch)  # the fast-forward then finds no branch
+        if proxy is not None:
+            refuse_publishes(proxy, config, TABLE)
         else:
             # A constraint the staged rows break: the staged commit loses to it (metadata changed),
             # and the try staged anew is refused with a WriteError.
@@ -175,9 +210,12 @@ def test_a_table_publish_that_fails_for_good_after_the_gate_leaves_both_tables_a
     assert isinstance(error, WriteError) and exit_code(error) == 1, repr(error)
     done = store.get_batch(backfill.batch_id)
     assert done.status.value == "failed" and "WriteError" in (done.error or "")
+    if proxy is not None:
+        assert proxy.fired and "refused by the catalog" in str(error), (proxy.fired, error)
+        proxy.disarm()
     assert_as_before_the_backfill(spark, config, first_id)
-    if config.output.format == "iceberg":  # the quarantine's staged branch was removed too
-        assert staged_branches(spark, config, QUARANTINE) == []
+    if config.output.format == "iceberg":  # neither staged branch is left: both are unpublished
+        assert staged_branches(spark, config, TABLE) == staged_branches(spark, config, QUARANTINE) == []
 
     if config.output.format == "delta":
         spark.sql(f"ALTER TABLE delta.`{config.output_path}` DROP CONSTRAINT not_five")
@@ -220,21 +258,30 @@ def test_a_kill_between_the_two_publishes_leaves_the_batch_planned_and_the_next_
     assert_backfilled(spark, config, backfill.batch_id)
 
 
-# Delta only for now: on Iceberg this test removed the branch, which a publish now stages anew
-# (storage/commit_outcomes.py, issue 48 item 2), so nothing fails for good; an Iceberg fault that
-# does is still to be found (issue 48 notes).
-@on_formats("delta")
+@on_formats()
 def test_a_quarantine_publish_that_fails_after_the_table_s_leaves_the_batch_planned_and_the_next_attempt_publishes_both(
-    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, monkeypatch, tmp_path
+    spark,
+    kafka_bootstrap,
+    make_topic,
+    make_pipeline,
+    control_db_url,
+    monkeypatch,
+    tmp_path,
+    request,
+    table_format,
 ) -> None:
+    """The quarantine table's publish fails for good right after the table's landed (Iceberg: the
+    REST catalog refuses it, 403): the batch stays planned, exit 75; once the cause is gone, the
+    next attempt publishes both."""
+    make_pipeline, proxy = on_rest_catalog(request, monkeypatch, make_pipeline, table_format)
     config, store, first_id, backfill = fixed_parser_backfill(
         spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
     )
     aside = tmp_path / "quarantine-aside"
 
     def break_the_quarantine_publish() -> None:
-        if config.output.format == "iceberg":
-            remove_branch(spark, config, QUARANTINE, f"eos_batch{backfill.batch_id}_f1")
+        if proxy is not None:
+            refuse_publishes(proxy, config, QUARANTINE)
         else:  # a real failure of the quarantine's commit: its table's folder is a plain file now
             config.quarantine_path.rename(aside)
             config.quarantine_path.write_text("in the way")
@@ -246,7 +293,10 @@ def test_a_quarantine_publish_that_fails_after_the_table_s_leaves_the_batch_plan
 
     assert isinstance(error, PartialWriteError) and exit_code(error) == 75, repr(error)
     assert store.get_batch(backfill.batch_id).status.value == "planned"
-    if config.output.format == "delta":
+    if proxy is not None:
+        assert proxy.fired and "refused by the catalog" in str(error), (proxy.fired, error)
+        proxy.disarm()
+    else:
         config.quarantine_path.unlink()
         aside.rename(config.quarantine_path)
     assert offsets(spark, config, TABLE) == {o: backfill.batch_id for o in range(10)}
