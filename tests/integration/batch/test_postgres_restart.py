@@ -1,5 +1,6 @@
-"""PostgreSQL restarted in the middle of a batch's publish, on an Iceberg pipeline whose JDBC
-catalog is its PostgreSQL control DB (issue 48, item 2).
+"""PostgreSQL restarted in the middle of a batch's publish (issue 48, item 2): on an Iceberg
+pipeline whose JDBC catalog is its PostgreSQL control DB, and on a Delta table on s3a whose commits
+go through the control DB as Delta's commit coordinator (docs/object-storage.md).
 
 The batch pauses at a fault point of its publish (its gate passed, the table's fast-forward of
 main next; or the table published, the quarantine table's next); the test stops the server, for
@@ -8,12 +9,25 @@ that the restart ended, a server that refuses connections), the batch is never `
 commits, or it stops retriably (exit 75) with its row in the control DB still planned, and the
 rerun commits it. pyiceberg's scan (no Spark) counts one copy of each record in both tables.
 
+On Delta the server stops after the coordinator's commit row reached it (the commit is decided,
+the writer has no answer): a TCP proxy in front of the server keeps the row's answer from the
+writer and ends its connection only once the server is back (`restart`: the coordinator's retry on
+a new connection finds its own row, the batch commits) or while it is still down (`down`: the
+coordinator's retry fails, exit 75, planned; the rerun completes the decided commit and replaces
+the ranges over it). Each Delta job is an `eos-ingest run` process (the s3a jars and the
+coordinator are on an s3a pipeline's classpath only); delta-rs, which does not know the
+coordinator, counts one copy of each record.
+
 The server is this module's own (tests/fixtures/own_postgres.py): the session's shared one serves
-the other worker's tests. Real broker, Spark, Iceberg and PostgreSQL; nothing stands between them.
+the other worker's tests. Real broker, Spark, Iceberg, Delta, s3proxy and PostgreSQL; on Iceberg
+nothing stands between them, on Delta only the proxy (HoldingProxy, beside the server's fixture).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
 import threading
 import time
 import uuid
@@ -22,6 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from eos_ingest.batch.sequence import (
     PAUSE_BEFORE_QUARANTINE_COMMIT_ENV,
@@ -33,9 +48,10 @@ from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EXIT_RETRIABLE, exit_code
 from eos_ingest.service.operations import plan_batch
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
-from tests.fixtures.own_postgres import OwnPostgres, own_postgres
+from tests.fixtures.own_postgres import HoldingProxy, OwnPostgres, own_postgres
 from tests.fixtures.pipelines import ingest_once
 from tests.kafka_helpers import TxProducer
+from tests.s3a_helpers import CLI, commit_entries, identities
 
 pytestmark = pytest.mark.integration
 
@@ -46,6 +62,7 @@ DOWN_S = 4.0
 # The control store's tries while the server is down: its failure handling (fail_batch) gets
 # through once the server is back, so a batch that would be marked failed is.
 STORE_ATTEMPTS = 6
+LONG_TESTS = os.environ.get("EOS_LONG_TESTS") == "1"
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +172,86 @@ def test_a_postgresql_restart_in_the_publish_never_fails_the_batch_and_the_rerun
     assert row.delta_version == table.current_snapshot().snapshot_id  # the batch's own publish
     assert not [ref for ref in table.metadata.refs if ref.startswith("eos_")], table.metadata.refs
     store.close()
+
+
+def run_job(config, env: dict[str, str], log: Path) -> subprocess.Popen[str]:
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [CLI, "run", "--config", str(config.source), "--master", "local[1]"],
+            env=env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+
+
+def wait_fired(proxy: HoldingProxy, job: subprocess.Popen[str], log: Path) -> None:
+    deadline = time.monotonic() + 600
+    while not proxy.fired.wait(timeout=0.5):
+        assert job.poll() is None, (
+            f"the job ended ({job.returncode}) before its commit row:\n{log.read_text()[-4000:]}"
+        )
+        assert time.monotonic() < deadline, "the job's commit row never reached the proxy"
+
+
+def test_the_commit_coordinators_postgresql_restarted_after_the_commit_row_never_fails_the_batch(
+    kafka_bootstrap, make_topic, make_pipeline, server, db_url, s3_server, monkeypatch, tmp_path
+) -> None:
+    """`down` (each job an `eos-ingest run` process: 2 here); with EOS_LONG_TESTS=1, a `restart`
+    first, on the same table (a job more)."""
+    topic = make_topic(partitions=1)
+    producer = TxProducer(kafka_bootstrap)
+    proxy = HoldingProxy(make_url(db_url).port or 5432)
+    through_proxy = make_url(db_url).set(port=proxy.port).render_as_string(hide_password=False)
+    config = make_pipeline(
+        [topic], through_proxy, output={"path": f"s3a://{s3_server.make_bucket()}/tables/restarted"}
+    )
+    table = str(config.output_path)
+    env = {**os.environ, **s3_server.env}
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)  # delta-rs's reads in this process
+    store = ControlStore(db_url)
+    expected: list[int] = []  # the records' offsets (a transaction's commit marker takes one)
+    try:
+        if LONG_TESTS:
+            # restart: the server is back before the coordinator's retry, which finds its own row.
+            producer.transaction(
+                topic, [{"id": i, "name": "a", "amount": 1.0} for i in range(20)], commit=True
+            )
+            expected += range(20)
+            proxy.arm(table)
+            job = run_job(config, env, tmp_path / "restart.log")
+            wait_fired(proxy, job, tmp_path / "restart.log")
+            time.sleep(0.5)  # the INSERT applied (autocommit)
+            server.down()
+            server.up()
+            proxy.release()
+            assert job.wait(timeout=600) == 0, (tmp_path / "restart.log").read_text()[-4000:]
+            assert identities(table, topic) == Counter({(0, o): 1 for o in expected})
+
+        # down: the retry finds the server down; the commit is decided but the job cannot know.
+        producer.transaction(topic, [{"id": i, "name": "b", "amount": 2.0} for i in range(30)], commit=True)
+        first = 21 if expected else 0  # after the restart's 20 records and their commit marker
+        expected += range(first, first + 30)
+        proxy.arm(table)
+        job = run_job(config, env, tmp_path / "down.log")
+        wait_fired(proxy, job, tmp_path / "down.log")
+        time.sleep(0.5)
+        server.down()
+        proxy.release()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            job.wait(timeout=DOWN_S)
+        server.up()
+        down = tmp_path / "down.log"
+        assert job.wait(timeout=600) == EXIT_RETRIABLE, down.read_text()[-4000:]
+        assert "PartialWriteError" in down.read_text() and "Delta commit coordinator" in down.read_text()
+        planned = [b for b in store.list_batches(config.name) if b.status is BatchStatus.PLANNED]
+        assert len(planned) == 1, store.list_batches(config.name)
+
+        again = run_job(config, env, tmp_path / "rerun.log")
+        assert again.wait(timeout=600) == 0, (tmp_path / "rerun.log").read_text()[-4000:]
+        row = store.get_batch(planned[0].batch_id)
+        assert row.status is BatchStatus.COMMITTED and row.records_written == 30
+        assert identities(table, topic) == Counter({(0, o): 1 for o in expected})
+        entries = [(n, done) for path, n, done in commit_entries(db_url, table) if path == table]
+        assert all(done for _, done in entries), entries
+    finally:
+        proxy.close()
+        store.close()
