@@ -16,7 +16,7 @@ SYSTEMS: dict[str, str] = {
     "b": "plain Spark batch job: Kafka -> from_json -> Delta append (spark-submit)",
     "c": "Structured Streaming, Trigger.AvailableNow -> Delta, checkpoint",
     "d": "`eos-ingest run`, one batch, gate included",
-    "e": "`eos-ingest run`, one batch, gate off (EOS_BENCH_GATE_OFF=1, reference only)",
+    "e": "`eos-ingest run`, one batch, gate off (bench/ungated.py, reference only)",
     "f": "audit of (d)'s batch: `eos-ingest audit`",
     "g": "ingest DAG run through airflow standalone, trigger -> success",
     "h": "`eos-ingest run --until-caught-up`, several batches in one Spark session",

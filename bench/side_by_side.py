@@ -161,8 +161,9 @@ class Bench:
         self.record(key, m, delta_rows(home / "table"))
 
     def eos_run(
-        self, key: str, n: int, per_partition: int, *extra: str, env: dict[str, str] | None = None
+        self, key: str, n: int, per_partition: int, *extra: str, command: str = "eos_ingest.cli"
     ) -> None:
+        """`eos-ingest run` (or bench.ungated's run without the gate: `command`), whole process."""
         home = self.home(key, n)
         config = write_pipeline(
             home, pipeline_doc("bench", self.w.topic, self.args.bootstrap, home, per_partition)
@@ -170,17 +171,15 @@ class Bench:
         argv = [
             sys.executable,
             "-m",
-            "eos_ingest.cli",
-            "run",
+            command,
+            *(["run"] if command == "eos_ingest.cli" else []),
             "--config",
             str(config),
             "--master",
             MASTER,
             *extra,
         ]
-        m = run_measured(
-            argv, env={**os.environ, "EOS_LOG_LEVEL": "INFO", **(env or {})}, timeout_s=TIMEOUT_S
-        )
+        m = run_measured(argv, env={**os.environ, "EOS_LOG_LEVEL": "INFO"}, timeout_s=TIMEOUT_S)
         summary = json.loads(m.stdout)
         batches = summary.get("batches", [summary])
         if any(b["status"] != "committed" for b in batches):
@@ -226,7 +225,7 @@ class Bench:
             elif key == "d":
                 self.attempt(key, n, self.eos_run, "d", n, big)
             elif key == "e":
-                self.attempt(key, n, lambda: self.eos_run("e", n, big, env={"EOS_BENCH_GATE_OFF": "1"}))
+                self.attempt(key, n, lambda: self.eos_run("e", n, big, command="bench.ungated"))
             elif key == "f":
                 self.attempt(key, n, self.run_f, n)
             elif key == "h":
@@ -404,7 +403,7 @@ machine, 2026-11-26, with G1).
 | (b) | spark-submit of `bench/plain_spark_job.py`: Kafka read (read_committed, earliest to latest), `from_json`, Delta append, whole process |
 | (c) | the same script with `--streaming`: Trigger.AvailableNow into Delta with a checkpoint, whole process |
 | (d) | `eos-ingest run --master local[2]`, one batch of everything (gate included), whole process |
-| (e) | (d) with `EOS_BENCH_GATE_OFF=1` (no gate), for reference only |
+| (e) | (d) without the gate: `python -m bench.ungated`, the same plan and spark-submit with the job's gate step replaced by one that checks nothing (`bench/ungated.py`), for reference only |
 | (f) | `eos-ingest audit --config ... --batch-id N` on (d)'s batch, whole process (delta-rs and GX on pandas: no JVM) |
 | (g) | the ingest DAG (spark_ingest + validate + publish) through airflow standalone: REST trigger to success; airflow starts once (in a temporary folder) and each run has its own pipeline |
 | (h) | `eos-ingest run --until-caught-up` in `--catch-up-batches` batches (default 5), whole process |

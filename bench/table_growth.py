@@ -14,7 +14,7 @@ records. Results are appended to bench/results/table_growth.jsonl.
 Growth: one pipeline (SQLite control DB and Delta table in a temporary folder) over a topic of
 --batch-records-sized transactions (JSON values of bench/workload.py, no aborts), so every batch
 reads exactly one transaction. Batches run one after another in this process, in one Spark
-session (local[2], driver memory 2g), each through batch_sequence.run_fenced with the gate on, as
+session (local[2], driver memory 2g), each through batch.sequence.run_fenced with the gate on, as
 `eos-ingest run --until-caught-up` runs them. When the table holds C committed batches (each of
 --checkpoints), the next --runs batches are timed: writer.replace_ranges of the table and of the
 quarantine table (wrapped), and the job's "write" phase (log lines "batch N: phase write" to
@@ -26,7 +26,7 @@ there, not by the first checkpoint. Ratios are medians at a checkpoint over medi
 
 Memory: per --memory-records size, a topic of bench/workload.py's workload (transactions of 5,000,
 every 20th aborted). A pipeline ingests it in batches of --memory-batch-records (the gate off:
-EOS_BENCH_GATE_OFF=1, only this fill, which nothing here measures); a second pipeline plans one
+bench/ungated.py, only this fill, which nothing here measures); a second pipeline plans one
 batch over all of it and never runs it. After the Spark session stopped: (a) a child process runs
 quality.committed_record_count on that planned batch and reports its own peak RSS (VmHWM)
 before and after the count; (b) `python -m eos_ingest.cli verify --config <yaml>` of the ingested
@@ -242,8 +242,9 @@ def timed(module: Any, attribute: str, into: list[tuple[float, tuple[Any, ...]]]
         setattr(module, attribute, original)
 
 
-def run_batch(spark: Any, config: Any, store: Any) -> Any:
-    """Plan the next batch and run it as the job does (run_fenced); None when caught up."""
+def run_batch(spark: Any, config: Any, store: Any, gate: Any = None) -> Any:
+    """Plan the next batch and run it as the job does (run_fenced; `gate`, a GateStep, unless the
+    job's); None when caught up."""
     from eos_ingest.batch.sequence import run_fenced
     from eos_ingest.service.operations import plan_batch
 
@@ -251,7 +252,7 @@ def run_batch(spark: Any, config: Any, store: Any) -> Any:
     if batch is None:
         return None
     with contextlib.redirect_stdout(sys.stderr):  # run_fenced prints a JSON line per batch
-        return run_fenced(spark, config, store, batch)
+        return run_fenced(spark, config, store, batch, gate)
 
 
 def table_stats(path: Path) -> dict[str, int]:
@@ -318,7 +319,7 @@ def growth(spark: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     warm_up_s, warm_up_audit_s = warm_up(spark, args, root, topic, per_partition + 1)
     store = open_store(config)
     phases = PhaseLog()
-    logging.getLogger("eos_ingest.batch.sequence").addHandler(phases)
+    logging.getLogger("eos_ingest.batch").addHandler(phases)  # the attempt's lines
     replaces: list[tuple[float, tuple[Any, ...]]] = []
     reads: list[tuple[float, tuple[Any, ...]]] = []
     validations: list[tuple[float, tuple[Any, ...]]] = []
@@ -399,7 +400,7 @@ def growth(spark: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 points.append(point)
                 log.info("checkpoint %s: %s", checkpoint, json.dumps(point))
     finally:
-        logging.getLogger("eos_ingest.batch.sequence").removeHandler(phases)
+        logging.getLogger("eos_ingest.batch").removeHandler(phases)
         store.close()
 
     def per_checkpoint(pick: Callable[[dict[str, Any]], list[float]]) -> dict[int, list[float]]:
@@ -511,7 +512,7 @@ print(json.dumps({"records": records, "seconds": seconds, "hwm_before_kb": befor
 
 def prepare_memory_size(spark: Any, args: argparse.Namespace, root: Path, records: int) -> dict[str, Any]:
     """Produce `records`, ingest them (gate off) and plan the recount's batch over all of them."""
-    from eos_ingest.batch.sequence import GATE_OFF_ENV
+    from bench.ungated import Ungated
     from eos_ingest.config.pipeline import load_pipeline
     from eos_ingest.service.operations import catch_up_target, caught_up, open_store, plan_batch
 
@@ -525,18 +526,16 @@ def prepare_memory_size(spark: Any, args: argparse.Namespace, root: Path, record
     store = open_store(config)
     started = time.monotonic()
     batches = written = 0
-    os.environ[GATE_OFF_ENV] = "1"
     try:
         target = catch_up_target(config)
         while not caught_up(store.committed_offsets(config.name), target):
-            result = run_batch(spark, config, store)
+            result = run_batch(spark, config, store, Ungated())
             if result is None:
                 break
             batches += 1
             written += result.records_read
             log.info("mem%s batch %s: %s records", records, result.batch_id, result.records_read)
     finally:
-        os.environ.pop(GATE_OFF_ENV, None)
         store.close()
     if written != w.records_committed:
         raise RuntimeError(

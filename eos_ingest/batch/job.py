@@ -1,7 +1,8 @@
 """The body of the spark-submit job: one Spark session for one batch, or for a catch-up's batches.
 
 Each batch runs the whole sequence of batch/sequence.py on its own; kept in the package so it is
-tested like the rest."""
+tested like the rest. The gate is QualityGate's; a benchmark's own job script passes another
+GateStep to main (bench/ungated.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from eos_ingest.batch.sequence import GATE_OFF_ENV, BatchResult, run_fenced
+from eos_ingest.batch.gate_step import GateStep, QualityGate
+from eos_ingest.batch.result import BatchResult
+from eos_ingest.batch.sequence import run_fenced
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.connections import registry as registry_conn
 from eos_ingest.connections.kafka import KAFKA_SETTINGS_ENV, with_kafka_overrides
 from eos_ingest.control.store import BatchStatus, ControlStore
 from eos_ingest.errors import ConfigError, EosIngestError, FencedError, exit_code
-from eos_ingest.quality import gate as quality
 from eos_ingest.service.operations import catch_up_target, caught_up, plan_batch
 from eos_ingest.storage.object_stores import configure_session
 
@@ -58,6 +60,7 @@ def run_job(
     *,
     until_caught_up: bool = False,
     config_file: str | None = None,
+    gate: GateStep | None = None,
 ) -> list[BatchResult]:
     """Execute a planned batch; with until_caught_up, then plan and execute the next ones.
 
@@ -66,12 +69,12 @@ def run_job(
     still planned, fenced, gated, written and committed on its own, so a kill loses at most the
     batch in flight. The run ends when every partition has committed up to the last stable
     offsets read when the run starts (records produced later are the next run's), or when a plan
-    finds nothing new.
+    finds nothing new. `gate`: QualityGate unless given.
     """
     from pyspark.sql import SparkSession
 
-    if os.environ.get(GATE_OFF_ENV) != "1":
-        quality.preload_gx()  # beside the session's start, not beside the read
+    gate = gate or QualityGate()
+    gate.preload()  # beside the session's start, not beside the read
     # A shipped file is on the driver only once the session has started; a path is read first,
     # so a bad file or another pipeline's batch is refused before Spark starts.
     if config_path is None:
@@ -92,7 +95,7 @@ def run_job(
         target = catch_up_target(config) if until_caught_up else {}
         # A catch-up retried after its first batch committed goes on with the next ones.
         resumed = until_caught_up and first.status is not BatchStatus.PLANNED
-        results = [] if resumed else [run_fenced(spark, config, store, first)]
+        results = [] if resumed else [run_fenced(spark, config, store, first, gate)]
         if until_caught_up:
             while not caught_up(store.committed_offsets(config.name), target):
                 log.info("pipeline %s: phase %s", config.name, "plan")
@@ -100,16 +103,18 @@ def run_job(
                 if batch is None:
                     break
                 log.info("%s batch %s", "planned" if created else "resuming", batch.batch_id)
-                results.append(run_fenced(spark, config, store, batch))
+                results.append(run_fenced(spark, config, store, batch, gate))
     finally:
         if spark is not None:
             spark.stop()
     return results
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, gate: GateStep | None = None) -> int:
     """The spark-submit job: run a planned batch (and, with --until-caught-up, the next ones);
     exit codes as errors.exit_code."""
+    # `gate` (QualityGate unless given) is not a command-line option: only a job script that
+    # wraps this one passes another (bench/ungated.py), so no setting turns the gate off.
     parser = argparse.ArgumentParser(prog="ingest_batch.py", description=main.__doc__)
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--config", type=Path, help="pipeline YAML file, a path on the driver")
@@ -135,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.batch_id,
             until_caught_up=args.until_caught_up.lower() == "true",
             config_file=args.config_file,
+            gate=gate,
         )
     except FencedError as exc:
         print(f"eos-ingest: fenced: {exc}", file=sys.stderr)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from eos_ingest.batch.sequence import PAUSE_BEFORE_COMMIT_ENV
+from eos_ingest.batch.attempt import PAUSE_BEFORE_COMMIT_ENV
 from eos_ingest.control.store import BatchStatus
 from eos_ingest.kafka.offsets import fetch_partition_offsets
 from eos_ingest.plan.ranges import TopicPartition

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from eos_ingest.batch.sequence import PAUSE_BEFORE_COMMIT_ENV, PAUSE_BEFORE_TABLE_COMMIT_ENV, BatchResult
+from eos_ingest.batch.attempt import PAUSE_BEFORE_COMMIT_ENV, PAUSE_BEFORE_TABLE_COMMIT_ENV
+from eos_ingest.batch.result import BatchResult
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.service.operations import job_argv
 from eos_ingest.spark.session import spark_submit_env

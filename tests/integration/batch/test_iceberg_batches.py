@@ -63,7 +63,7 @@ def lands_once_backfill_replaces_zombie_publishes_nothing(spark, kafka_bootstrap
     assert set(table.values()) == {1} and len(table) == 16  # aborted records are gaps, not rows
     assert identities(spark, config, "lake.events_quarantine") == Counter({(1, 6): 1})
     main = IcebergCatalog.of(config).java_table(spark, "lake.events")
-    assert first.delta_version == main.currentSnapshot().snapshotId()
+    assert first.table_version == main.currentSnapshot().snapshotId()
 
     # A backfill of part of the ranges replaces them: still one copy of every record.
     store = open_store(config)
@@ -86,7 +86,7 @@ def lands_once_backfill_replaces_zombie_publishes_nothing(spark, kafka_bootstrap
     with pytest.raises(FencedError):
         execute_batch(spark, config, store, batch, zombie_fence)
     main.refresh()
-    assert newer.delta_version == main.currentSnapshot().snapshotId()  # main did not move
+    assert newer.table_version == main.currentSnapshot().snapshotId()  # main did not move
     after = identities(spark, config, "lake.events")
     assert set(after.values()) == {1} and len(after) == 16 + 4
     assert not [b for b in main.refs().keySet() if b.startswith("eos_")]  # no branch left behind

@@ -24,13 +24,12 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from eos_ingest.batch.sequence import (
+from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
+from eos_ingest.batch.quarantine_replace import (
     PAUSE_BEFORE_QUARANTINE_COMMIT_ENV,
     PAUSE_BEFORE_QUARANTINE_READ_ENV,
-    PAUSE_BEFORE_TABLE_COMMIT_ENV,
-    execute_batch,
-    run_fenced,
 )
+from eos_ingest.batch.sequence import execute_batch, run_fenced
 from eos_ingest.errors import PartialWriteError, WriteError, exit_code
 from eos_ingest.service.backfill import create_backfill, parse_request
 from eos_ingest.service.operations import job_argv, open_store, plan_batch

@@ -30,7 +30,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from eos_ingest.batch.sequence import PAUSE_BEFORE_TABLE_COMMIT_ENV, run_fenced
+from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
+from eos_ingest.batch.sequence import run_fenced
 from eos_ingest.control.schema import BatchStatus
 from eos_ingest.errors import EXIT_RETRIABLE, EosIngestError, exit_code
 from eos_ingest.service.operations import open_store, plan_batch
@@ -234,7 +235,7 @@ def test_a_catalog_database_locked_for_seconds_during_the_publish_is_waited_out(
     read = table.scan(selected_fields=("kafka_offset",)).to_arrow()
     assert Counter(read["kafka_offset"].to_pylist()) == Counter(range(RECORDS))
     # The version recorded is the batch's own publish: the snapshot main holds its rows at.
-    assert result.delta_version == table.current_snapshot().snapshot_id
+    assert result.table_version == table.current_snapshot().snapshot_id
 
 
 class DroppingProxy:

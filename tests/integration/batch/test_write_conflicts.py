@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from eos_ingest.batch.sequence import PAUSE_BEFORE_TABLE_COMMIT_ENV, execute_batch
+from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
+from eos_ingest.batch.sequence import execute_batch
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import FencedError
 from eos_ingest.service.operations import job_argv
@@ -244,7 +245,7 @@ def test_a_superseded_attempt_writes_nothing_and_its_late_write_is_skipped_by_de
         spark, zombie_rows.localCheckpoint(), str(config.output_path), batch.ranges, batch.batch_id,
         config.output.partition_by, txn=Txn(app_id, zombie_fence),
     )  # fmt: skip
-    assert late.written_by_fence == winner_fence and late.version == won.delta_version
+    assert late.written_by_fence == winner_fence and late.version == won.table_version
     assert sorted(spark.read.format("delta").load(str(config.output_path)).collect()) == winner_rows
     with pytest.raises(FencedError):
         store.commit_batch(

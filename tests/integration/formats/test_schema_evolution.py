@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from eos_ingest.batch.sequence import BatchResult, execute_batch, run_fenced
+from eos_ingest.batch.result import BatchResult
+from eos_ingest.batch.sequence import execute_batch, run_fenced
 from eos_ingest.control.store import BatchStatus
 from eos_ingest.errors import SchemaEvolutionError
 from eos_ingest.service.backfill import create_backfill, parse_request

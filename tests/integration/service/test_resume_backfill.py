@@ -15,7 +15,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from eos_ingest.batch.sequence import PAUSE_BEFORE_TABLE_COMMIT_ENV
+from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.cli import main as cli_main
 from eos_ingest.service.operations import job_argv, open_store, record_backfill
 from eos_ingest.spark.session import spark_submit_env

@@ -23,7 +23,8 @@ import pytest
 from delta.tables import DeltaOptimizeBuilder, DeltaTable
 from deltalake import DeltaTable as RsTable
 
-from eos_ingest.batch.sequence import PAUSE_BEFORE_TABLE_COMMIT_ENV, run_fenced
+from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
+from eos_ingest.batch.sequence import run_fenced
 from eos_ingest.errors import MaintenanceBusyError, exit_code
 from eos_ingest.service.operations import maintain, open_store, plan_batch
 from eos_ingest.storage import maintenance, writer
