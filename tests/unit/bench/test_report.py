@@ -8,7 +8,7 @@ import pytest
 from bench import report
 
 CLI = "INFO eos_ingest.cli: "
-JOB = "2026-11-24 23:10:01,123 INFO eos_ingest.batch.sequence: "
+JOB = "2026-11-24 23:10:01,123 INFO eos_ingest.batch.attempt: "
 
 ONE_BATCH = [
     (1.0, CLI + "pipeline bench: phase plan"),
@@ -49,7 +49,7 @@ CATCH_UP = [
         # Gate off: no gate work between the lines, the phases still line up.
         ([(0.2, CLI + "pipeline p: phase plan"), (1.0, CLI + "batch 3: phase submit"),
           (9.0, JOB + "batch 3: phase read"), (20.0, JOB + "batch 3: phase gate"),
-          (20.1, "WARNING eos_ingest.batch.sequence: batch 3: the quality gate is OFF"),
+          (20.1, "WARNING bench.ungated: batch 3: the quality gate is OFF"),
           (20.2, JOB + "batch 3: phase write")], 30.0,
          {"start": 0.2, "plan": 0.8, "spark_start": 8.0, "read": 11.0, "gate": 0.2, "write": 9.8,
           "check": 0.0, "commit": 0.0, "finish": 0.0}),
@@ -69,14 +69,14 @@ def test_seconds_per_batch_keeps_each_batch_of_a_catch_up_apart():
 @pytest.mark.parametrize(
     ("text", "marker"),
     [
-        ("2026-11-24 23:10:01,123 INFO eos_ingest.batch.sequence: batch 12: phase gate", "gate"),
+        ("2026-11-24 23:10:01,123 INFO eos_ingest.batch.attempt: batch 12: phase gate", "gate"),
         ("INFO eos_ingest.cli: pipeline my-pipe: phase plan", "plan"),
         ("INFO eos_ingest.cli: batch 7: phase submit", "submit"),
         (
-            "2026-11-24 23:10:01,123 INFO eos_ingest.batch.sequence: batch 7 committed: BatchResult(...)",
+            "2026-11-24 23:10:01,123 INFO eos_ingest.batch.attempt: batch 7 committed: BatchResult(...)",
             "committed",
         ),
-        ("2026-11-24 23:10:01,123 INFO eos_ingest.batch.sequence: batch 7: fence 3, 6 ranges", None),
+        ("2026-11-24 23:10:01,123 INFO eos_ingest.batch.attempt: batch 7: fence 3, 6 ranges", None),
         ("batch 7: phase unknown_thing", None),
         ("eos-ingest: planned batch 7", None),
     ],
