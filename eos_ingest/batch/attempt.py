@@ -64,9 +64,12 @@ class BatchAttempt:
         fence: int,
         gate: GateStep,
     ) -> None:
-        self.spark, self.config, self.store, self.batch, self.fence, self.gate = (
-            spark, config, store, batch, fence, gate
-        )  # fmt: skip
+        self.spark = spark
+        self.config = config
+        self.store = store
+        self.batch = batch
+        self.fence = fence
+        self.gate = gate
         self.batch_id = batch.batch_id
         self.started = time.monotonic()
         self.table_format = output_format(config)

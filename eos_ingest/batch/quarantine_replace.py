@@ -48,8 +48,14 @@ class QuarantineReplace:
         config: PipelineConfig,
         expected: int,
     ) -> None:
-        self.spark, self.table_format, self.path, self.batch, self.txn = spark, table_format, path, batch, txn
-        self.parsed, self.config, self.expected = parsed, config, expected
+        self.spark = spark
+        self.table_format = table_format
+        self.path = path
+        self.batch = batch
+        self.txn = txn
+        self.parsed = parsed
+        self.config = config
+        self.expected = expected
         self.restage = False  # a publish that lost a race stages anew
         self.pool = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="eos-quarantine", initializer=_activate, initargs=(spark,)
