@@ -150,7 +150,7 @@ def growth(spark: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     warm_up_s = round(time.monotonic() - started, 1)
     store = open_store(config)
     phases = PhaseLog()
-    logging.getLogger("eos_ingest.batch.sequence").addHandler(phases)
+    logging.getLogger("eos_ingest.batch").addHandler(phases)  # the attempt's lines
     in_table, points, filler = 0, [], None
     fill_s = 0.0
     try:
@@ -177,7 +177,7 @@ def growth(spark: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
             points.append(point)
             log.info("checkpoint %s: %s", checkpoint, json.dumps(point))
     finally:
-        logging.getLogger("eos_ingest.batch.sequence").removeHandler(phases)
+        logging.getLogger("eos_ingest.batch").removeHandler(phases)
         store.close()
 
     def per_checkpoint(key: str) -> dict[int, list[float]]:

@@ -237,5 +237,5 @@ def test_a_batch_reads_main_since_its_plan_not_the_history_before_and_still_find
     ranges = batch.ranges
     assert iceberg.stage(spark, again, "lake.events", ranges, batch.batch_id, txn=zombie).skipped
     late = iceberg.replace_ranges(spark, again, "lake.events", ranges, batch.batch_id, txn=zombie)
-    assert (late.version, late.written_by_fence) == (newer.delta_version, zombie_fence + 1)
+    assert (late.version, late.written_by_fence) == (newer.table_version, zombie_fence + 1)
     assert max(walks) <= 20, walks
