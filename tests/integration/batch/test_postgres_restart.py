@@ -38,11 +38,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from eos_ingest.batch.sequence import (
-    PAUSE_BEFORE_QUARANTINE_COMMIT_ENV,
-    PAUSE_BEFORE_TABLE_COMMIT_ENV,
-    run_fenced,
-)
+from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
+from eos_ingest.batch.quarantine_replace import PAUSE_BEFORE_QUARANTINE_COMMIT_ENV
+from eos_ingest.batch.sequence import run_fenced
 from eos_ingest.control.schema import BatchStatus
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EXIT_RETRIABLE, exit_code
