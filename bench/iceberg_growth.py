@@ -7,7 +7,7 @@ bench/table_growth.py's Delta figures. Target (issue 48, item 5): <= 1.2x from 1
 
 One pipeline (SQLite control DB, the Iceberg table in its JDBC catalog, a temporary folder) over a
 topic of --batch-records-sized transactions, one partition. Batches run in this process, in one
-Spark session (local[2]), through batch_sequence.run_fenced with the gate on, as `eos-ingest run
+Spark session (local[2]), through batch.sequence.run_fenced with the gate on, as `eos-ingest run
 --until-caught-up` runs them; they are the measured ones. The history between checkpoints is made
 affordable by filling: each filled batch is a replace of tiny ranges of another
 topic name, committed through Iceberg's Java API (Filler): main gains what a batch's publish adds

@@ -2,9 +2,9 @@
 the commit will publish, commit it (retried from a fresh stage when a concurrent writer wins),
 abort it, and the version that holds the batch.
 
-The batch sequence (batch/sequence.py) sees only this interface, so a second table format lands as
+A batch attempt (batch/attempt.py) sees only this interface, so a second table format lands as
 one more implementation beside Delta's (storage/delta_format.py), named in storage/table_formats.py,
-without a change to the sequence. Each implementation keeps the guarantees the sequence relies on:
+without a change to the attempt. Each implementation keeps the guarantees the attempt relies on:
 
 - a staged write is invisible to every reader until its commit, and abort() deletes only what
   the stage made (never a file a snapshot of the table references);
