@@ -6,7 +6,8 @@
 - Delta side: the table's _delta_log JSON commits are replayed (add/remove) and the live Parquet
   files are read with pyarrow: how many times each identity is in the table + quarantine table.
 - Iceberg side: pyiceberg's scan of each table's `main` through the JDBC catalog's rows in the
-  control DB (Iceberg's own reader, not the pipeline's code).
+  control DB, or straight from the REST catalog's server, never through the run's fault proxy
+  (Iceberg's own reader, not the pipeline's code).
 - compare(): duplicates, missing and unexpected identities.
 
 plant_duplicate / plant_missing break a table on purpose (a commit that adds a copy of a data
@@ -209,24 +210,26 @@ def plant_missing(table: Path) -> int:
 # -- Iceberg --------------------------------------------------------------------------------------
 
 
-def _iceberg_table(catalog_uri: str, catalog_name: str, table: str) -> Any:
-    """pyiceberg's table `table` of the JDBC catalog `catalog_name` in the database `catalog_uri`,
-    or None when the catalog has no such table."""
-    from pyiceberg.catalog.sql import SqlCatalog
+def _iceberg_table(catalog: str | Mapping[str, str], catalog_name: str, table: str) -> Any:
+    """pyiceberg's table `table` of the catalog `catalog_name`, or None when it has no such table.
+    `catalog`: the database URL of a JDBC catalog, or a REST catalog's pyiceberg properties."""
+    from pyiceberg.catalog import load_catalog
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
-    catalog = SqlCatalog(catalog_name, uri=catalog_uri)
+    properties = {"type": "sql", "uri": catalog} if isinstance(catalog, str) else dict(catalog)
     try:
-        return catalog.load_table(table)
+        return load_catalog(catalog_name, **properties).load_table(table)
     except (NoSuchTableError, NoSuchNamespaceError):
         return None
 
 
-def iceberg_identities(catalog_uri: str, catalog_name: str, tables: Iterable[str]) -> Counter[Identity]:
+def iceberg_identities(
+    catalog: str | Mapping[str, str], catalog_name: str, tables: Iterable[str]
+) -> Counter[Identity]:
     """How many times each identity is in the Iceberg tables' main (missing tables count as empty)."""
     counts: Counter[Identity] = Counter()
     for name in tables:
-        table = _iceberg_table(catalog_uri, catalog_name, name)
+        table = _iceberg_table(catalog, catalog_name, name)
         if table is None or table.current_snapshot() is None:
             continue
         data = table.scan(selected_fields=tuple(IDENTITY_COLUMNS)).to_arrow().to_pydict()
@@ -234,12 +237,14 @@ def iceberg_identities(catalog_uri: str, catalog_name: str, tables: Iterable[str
     return counts
 
 
-def plant_iceberg(catalog_uri: str, catalog_name: str, table: str, kind: str, rows: int = 10) -> int:
+def plant_iceberg(
+    catalog: str | Mapping[str, str], catalog_name: str, table: str, kind: str, rows: int = 10
+) -> int:
     """`kind` duplicate: append a copy of `rows` rows of main; missing: delete one partition's
     first `rows` offsets. Returns the rows planted."""
     from pyiceberg.expressions import And, EqualTo, LessThan
 
-    iceberg = _iceberg_table(catalog_uri, catalog_name, table)
+    iceberg = _iceberg_table(catalog, catalog_name, table)
     if iceberg is None:
         raise ValueError(f"check: no Iceberg table {table} in catalog {catalog_name} to plant into")
     if kind == "duplicate":

@@ -31,10 +31,19 @@ from typing import Any
 
 import yaml
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from sqlalchemy.engine import make_url
 
 from bench.chaos import check
+from bench.chaos.delta_coordinator import CommitDropper, S3Store
 from bench.chaos.procs import REPO, Job, Processes, group_alive
 from bench.chaos.produce import SCHEMA, ProduceStats, TxWriter
+from bench.chaos.rest_catalog import CONN_ENV, CONN_ID, RestCatalog
+from bench.chaos.unknown_outcomes import (
+    DeltaCommitFaults,
+    RestPublishFaults,
+    UnknownPublishes,
+    spark_defaults,
+)
 
 # Targeted kills go round these: a kill when the job reports the phase ("written" = between the
 # Delta write and the commit, held there by the job's pause hook so the kill cannot miss it).
@@ -44,8 +53,10 @@ PAUSE_ENV = "EOS_FAULT_PAUSE_BEFORE_COMMIT"
 # a kill there leaves the lock behind, unless a batch was in flight and maintain took none.
 MAINTAIN_PAUSE_ENV = "EOS_FAULT_PAUSE_UNDER_VACUUM_LOCK"
 PIPELINE = "chaos"
-# An Iceberg run's table (and <table>_quarantine), in the JDBC catalog eos-ingest names eos_<pipeline>.
+# An Iceberg run's table (and <table>_quarantine), in the catalog eos-ingest names eos_<pipeline>.
 ICEBERG_TABLE = "chaos.events"
+# Publishes with a lost answer of a run on a REST catalog or s3a when --unknown-publishes is not given.
+DEFAULT_UNKNOWN_PUBLISHES = 9
 ICEBERG_CATALOG = f"eos_{PIPELINE}"
 # How the result names the phases the jobs log ("start": the process started, no phase logged yet).
 PHASE_NAMES = {
@@ -83,6 +94,15 @@ class ChaosConfig:
     seed: int = 0
     plant: str = "none"  # none | duplicate | missing
     table_format: str = "delta"  # the pipeline's output.format: delta | iceberg
+    # An Iceberg table's catalog: jdbc (in the run's PostgreSQL) | rest (the project's REST catalog
+    # server, behind the fault proxy).
+    catalog: str = "jdbc"
+    # A Delta table's storage: local (a folder) | s3a (an S3 server of the run's, Delta's commits
+    # through the commit coordinator in the run's PostgreSQL, behind a TCP proxy).
+    storage: str = "local"
+    # Publishes whose outcome is unknown (bench/chaos/unknown_outcomes.py); None:
+    # DEFAULT_UNKNOWN_PUBLISHES with a REST catalog or on s3a, else none.
+    unknown_publishes: int | None = None
     home: Path | None = None
     results_dir: Path = REPO / "bench" / "results"
     keep_home: bool = False
@@ -154,6 +174,10 @@ class ChaosRun:
         self.zombie_running = threading.Event()  # broker restarts wait for a zombie pair
         self.chaos_ended = 0.0
         self._lock_db: Any = None  # (SQLAlchemy engine, ControlStore) for the VACUUM lock, once needed
+        self.rest: RestCatalog | None = None
+        self.s3: S3Store | None = None
+        self.dropper: CommitDropper | None = None
+        self.unknown: UnknownPublishes | None = None
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -203,7 +227,41 @@ class ChaosRun:
             self.tally.vacuum_lock_lines += job.vacuum_lock_lines
             if label == "0":
                 self.tally.seconds_by_kind.setdefault(job.kind, []).append(time.monotonic() - job.started)
+        if self.unknown is not None:
+            self.unknown.settle(job, self.batch_status)
         return code
+
+    def may_arm(self) -> bool:
+        """Whether an unknown outcome may be armed now: once a batch is committed, and not when the
+        fault cannot tell the run's commit from another writer's and a backfill or maintain runs."""
+        if self.unknown is None or not self.tally.batches_committed:
+            return False  # after the first commit: a publish into the table, not its creation
+        if not self.unknown.exclusive:
+            return True
+        with self.procs.lock:
+            jobs = [j for j in self.procs.jobs if j.kind in ("backfill", "maintain")]
+        return all(j.proc.poll() is not None for j in jobs)
+
+    def wait_for_armed_fault(self) -> None:
+        """A backfill or maintain waits while an exclusive fault is armed (may_arm)."""
+        while self.unknown is not None and self.unknown.holds_writers() and not self.stop.is_set():
+            self.stop.wait(0.5)
+
+    def batch_status(self, batch_id: int) -> str | None:
+        """The batch's status in the control DB now (None if it did not answer in a minute)."""
+        from eos_ingest.control.store import ControlStore
+
+        for _ in range(30):  # PostgreSQL may be restarting
+            try:
+                store = ControlStore(self.db_url)
+                try:
+                    return str(store.get_batch(batch_id).status.value)
+                finally:
+                    store.close()
+            except Exception as exc:
+                self.tally.note(f"batch {batch_id}: control DB: {exc!r}")
+                time.sleep(2.0)
+        return None
 
     def record_kill(self, job: Job, phase: str | None) -> bool:
         """Count a kill (True); a kill that missed gives its place back (False)."""
@@ -234,6 +292,14 @@ class ChaosRun:
                 extra_env[PAUSE_ENV] = str(self.home / f"pause-{time.monotonic_ns()}")
         job = self.procs.start(kind, argv, first_phase, extra_env)
         if not kill:
+            # Only an ingest run: the next run resumes its batch (nothing reruns a backfill here).
+            if (
+                kind == "run"
+                and self.unknown is not None
+                and self.may_arm()
+                and self.unknown.arm(job, self.elapsed())
+            ):
+                self.tally.note(f"run {job.log_path.name}: its publish's answer will be lost")
             self.finish(job)
             return job
         if target is None:
@@ -276,6 +342,32 @@ class ChaosRun:
         output: dict[str, Any] = {"path": str(self.output), "partition_by": ["event_date"]}
         if self.cfg.table_format == "iceberg":  # its catalog: the JDBC catalog in the control DB
             output.update(format="iceberg", table=ICEBERG_TABLE)
+        quota = (
+            DEFAULT_UNKNOWN_PUBLISHES if self.cfg.unknown_publishes is None else self.cfg.unknown_publishes
+        )
+        moments = spread(quota, self.cfg.chaos_seconds * 0.8)
+        control_db_url = db_url
+        if self.cfg.table_format == "delta" and self.cfg.storage == "s3a":
+            self.s3 = S3Store(self.home / "s3", self.env)
+            table = f"{self.s3.up()}/chaos"
+            self.env.update(self.s3.aws_env)
+            output["path"] = table
+            self.output = self.s3.local(table)  # the folder the end check reads
+            # Every job's control DB connection (the commit coordinator's too) through the proxy.
+            self.dropper = CommitDropper(self.procs.pg_port)
+            control_db_url = (
+                make_url(db_url).set(port=self.dropper.port).render_as_string(hide_password=False)
+            )
+            self.unknown = DeltaCommitFaults(self.dropper, table, quota, moments)
+        if self.cfg.table_format == "iceberg" and self.cfg.catalog == "rest":
+            self.rest = RestCatalog(self.home / "iceberg-rest", self.env)
+            output["catalog"] = {"type": "rest", "uri": self.rest.up(), "conn_id": CONN_ID}
+            del output["path"]  # the server places the tables
+            # Every job started from here on (spark-submit's too) signs in and has the REST timeout.
+            self.env[CONN_ENV] = self.rest.connection()
+            self.env.update(spark_defaults(self.home / "spark-conf", ICEBERG_CATALOG))
+            assert self.rest.proxy is not None
+            self.unknown = RestPublishFaults(self.rest.proxy, ICEBERG_TABLE.split(".")[-1], quota, moments)
         self.pipeline_file.write_text(
             yaml.safe_dump(
                 {
@@ -286,13 +378,17 @@ class ChaosRun:
                     "max_records_per_partition": self.cfg.batch_records,
                     "value": {"format": "json", "schema": SCHEMA},
                     "output": output,
-                    "control_db_url": db_url,
+                    "control_db_url": control_db_url,
                     "schedule": None,
                 }
             )
         )
+        rest = f", REST catalog {self.rest.server_uri} behind {output['catalog']['uri']}" if self.rest else ""
+        if self.dropper is not None:
+            rest = f", tables at {output['path']}, PostgreSQL behind the proxy at {self.dropper.port}"
         self.tally.note(
-            f"home {self.home}, broker {self.procs.bootstrap}, postgres port {self.procs.pg_port}, topic {self.topic}"
+            f"home {self.home}, broker {self.procs.bootstrap}, postgres port {self.procs.pg_port}, "
+            f"topic {self.topic}{rest}"
         )
 
     # -- threads --------------------------------------------------------------------------------
@@ -478,6 +574,7 @@ class ChaosRun:
                     self.stop.wait(2.0)
                     continue
                 times.pop(0)
+                self.wait_for_armed_fault()
                 partition = self.rng.choice(sorted(committed))
                 end = committed[partition]
                 # Two overlapping ranges at once (when two are left), beside the ingest loop.
@@ -618,6 +715,7 @@ class ChaosRun:
                     kill, held = True, False
                 else:
                     kill = self.take_kill()
+                self.wait_for_armed_fault()
                 entry = self.one_maintain(rng, kill=kill, under_lock=under_lock)
                 under_lock ^= kill
                 if entry["outcome"] == "killed" and not self.stop.is_set():
@@ -834,6 +932,7 @@ class ChaosRun:
             and zombies >= cfg.zombies
             and backfills >= cfg.backfills
             and maintains >= cfg.maintains
+            and (self.unknown is None or len(self.unknown.entries) >= self.unknown.quota)
         )
 
     def chaos_phase(self) -> None:
@@ -893,8 +992,9 @@ class ChaosRun:
     def end_check(self) -> dict[str, Any]:
         planted = 0
         iceberg = self.cfg.table_format == "iceberg"
+        catalog = self.rest.pyiceberg_properties() if self.rest else self.db_url
         if self.cfg.plant != "none" and iceberg:
-            planted = check.plant_iceberg(self.db_url, ICEBERG_CATALOG, ICEBERG_TABLE, self.cfg.plant)
+            planted = check.plant_iceberg(catalog, ICEBERG_CATALOG, ICEBERG_TABLE, self.cfg.plant)
         elif self.cfg.plant == "duplicate":
             planted = check.plant_duplicate(self.output)
         elif self.cfg.plant == "missing":
@@ -909,13 +1009,16 @@ class ChaosRun:
         expected = check.committed_identities(self.procs.bootstrap, self.topic)
         if iceberg:
             tables = [ICEBERG_TABLE, f"{ICEBERG_TABLE}_quarantine"]
-            found = check.iceberg_identities(self.db_url, ICEBERG_CATALOG, tables)
+            found = check.iceberg_identities(catalog, ICEBERG_CATALOG, tables)
         else:
             found = check.table_identities([self.output, Path(f"{self.output}_quarantine")])
         own = check.compare(expected, found)
         per_partition = Counter(p for _, p, _ in expected)
         own["per_partition"] = {str(p): n for p, n in sorted(per_partition.items())}
-        return {"planted_rows": planted, "verify": verify, "independent": own}
+        outcome = {"planted_rows": planted, "verify": verify, "independent": own}
+        if self.unknown is not None:
+            outcome["unknown_publishes"] = self.unknown.report(self.batch_status)
+        return outcome
 
     def result(self, outcome: dict[str, Any]) -> dict[str, Any]:
         t = self.tally
@@ -991,8 +1094,11 @@ def spread(count: int, seconds: float, offset: float = 1.0) -> list[float]:
 
 def ok(result: dict[str, Any]) -> bool:
     verify = result.get("verify", {})
+    unknown = result.get("unknown_publishes") or {"quota": 0, "injected": 0, "as_expected": 0}
     return (
         result.get("error") is None
+        and unknown["injected"] >= unknown["quota"]
+        and unknown["as_expected"] == unknown["injected"]
         and result["duplicates"] == 0
         and result["missing"] == 0
         and result["unexpected"] == 0
@@ -1018,6 +1124,18 @@ def run_chaos(cfg: ChaosConfig) -> dict[str, Any]:
     finally:
         run.stop.set()
         problems = run.procs.cleanup()
+        if run.dropper is not None:
+            run.dropper.close()
+        if run.s3 is not None:
+            try:
+                run.s3.down()
+            except Exception as exc:
+                problems.append(f"s3: {exc}")
+        if run.rest is not None:
+            try:
+                run.rest.down()
+            except Exception as exc:
+                problems.append(f"iceberg-rest: {exc}")
         if problems:
             outcome["cleanup_problems"] = problems
         result = run.result(outcome)
@@ -1031,6 +1149,11 @@ def run_chaos(cfg: ChaosConfig) -> dict[str, Any]:
                       "postgres_restarts", "zombies_fenced", "batches", "maintains", "duplicates", "missing",
                       "unexpected")
         }  # fmt: skip
+        if "unknown_publishes" in result:
+            summary["unknown_publishes"] = {
+                k: result["unknown_publishes"][k] for k in ("injected", "by_kind", "as_expected")
+            }
+        summary["catalog"] = cfg.catalog if cfg.table_format == "iceberg" else None
         summary["records"] = cfg.records
         summary["file"] = path.name
         with (cfg.results_dir / "chaos.jsonl").open("a") as out:
@@ -1090,8 +1213,18 @@ def parse_args(argv: list[str] | None = None) -> ChaosConfig:
         choices=("delta", "iceberg"),
         default=d.table_format,
         dest="table_format",
-        help="the pipeline's output.format (iceberg: the JDBC catalog in the run's PostgreSQL)",
+        help="the pipeline's output.format (iceberg: in the catalog --catalog names)",
     )
+    p.add_argument("--catalog", choices=("jdbc", "rest"), default=d.catalog,
+                   help="an Iceberg table's catalog: jdbc (the run's PostgreSQL) or rest (the REST "
+                   "catalog server behind the fault proxy)")  # fmt: skip
+    p.add_argument("--unknown-publishes", type=int, default=d.unknown_publishes,
+                   help="publishes of ingest runs whose answer is lost (the proxy's drop, 503, slow in "
+                   "turn; on s3a, the commit coordinator's connection dropped after its entry; "
+                   f"default {DEFAULT_UNKNOWN_PUBLISHES} with --catalog rest or --storage s3a, else 0)")  # fmt: skip
+    p.add_argument("--storage", choices=("local", "s3a"), default=d.storage,
+                   help="a Delta table's storage: a local folder, or s3a on the run's own S3 server "
+                   "with the commit coordinator in its PostgreSQL (behind a TCP proxy)")  # fmt: skip
     p.add_argument("--home", type=Path, help="run folder (default .state/chaos-<stamp>-<pid>)")
     p.add_argument("--results-dir", type=Path, default=d.results_dir)
     p.add_argument("--keep-home", action="store_true", help="keep the run folder after a clean run")
@@ -1106,7 +1239,10 @@ def main(argv: list[str] | None = None) -> int:
     result = run_chaos(parse_args(argv))
     brief = {k: result.get(k) for k in ("ok", "wall_seconds", "kills", "kills_by_phase", "broker_restarts",
                                         "postgres_restarts", "zombies_fenced", "batches", "maintains",
-                                        "duplicates", "missing", "unexpected", "error", "result_file")}  # fmt: skip
+                                        "duplicates", "missing", "unexpected", "unknown_publishes",
+                                        "error", "result_file")}  # fmt: skip
+    if brief.get("unknown_publishes"):
+        brief["unknown_publishes"] = {k: v for k, v in brief["unknown_publishes"].items() if k != "entries"}
     print(json.dumps(brief, indent=2))
     return 0 if result["ok"] else 1
 

@@ -24,6 +24,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from bench.fault_proxy import FaultProxy, publishes_main
 from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.batch.quarantine_replace import (
     PAUSE_BEFORE_QUARANTINE_COMMIT_ENV,
@@ -36,7 +37,6 @@ from eos_ingest.service.operations import job_argv, open_store, plan_batch
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
 from eos_ingest.storage.table_names import QUARANTINE, TABLE
-from tests.fixtures.fault_proxy import FaultProxy, publishes_main
 from tests.fixtures.pipelines import (
     JSON_SCHEMA,
     ingest_once,

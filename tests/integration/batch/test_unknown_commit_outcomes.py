@@ -1,6 +1,6 @@
 """A commit whose outcome is unknown is retriable, never "failed" (issue 48, item 2).
 
-An Iceberg REST catalog behind the fault proxy (tests/fixtures/fault_proxy.py) that forwards the
+An Iceberg REST catalog behind the fault proxy (bench/fault_proxy.py) that forwards the
 batch's publish (the commit that fast-forwards main) and then answers 503, drops the connection or
 answers after the client's timeout; the same for the commit that creates the table. Each time the
 server applied the commit and the client cannot know it: the error is retriable (exit 75), the
@@ -30,13 +30,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
+from bench.fault_proxy import FaultProxy, commits_to_a_batch_branch, creates_table, publishes_main
 from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.batch.sequence import run_fenced
 from eos_ingest.control.schema import BatchStatus
 from eos_ingest.errors import EXIT_RETRIABLE, EosIngestError, exit_code
 from eos_ingest.service.operations import open_store, plan_batch
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
-from tests.fixtures.fault_proxy import FaultProxy, commits_to_a_batch_branch, creates_table, publishes_main
 from tests.fixtures.pipelines import ingest_once
 from tests.fixtures.postgres import on_control_db
 from tests.kafka_helpers import TxProducer
