@@ -118,6 +118,9 @@ bench: stack-up
 # backfills; then verify + an independent check. Result in bench/results/chaos-<stamp>.json. The
 # defaults are the full target (hours on 2 cores); tests/chaos/ runs a short variant in `make test`.
 # CHAOS_FORMAT=iceberg runs it on an Iceberg table (the JDBC catalog in the run's PostgreSQL).
+# CHAOS_ARGS="--catalog rest" puts that table in the REST catalog server behind the fault proxy,
+# which loses the answers of some publishes; on Delta, "--storage s3a" puts the tables on s3a and
+# drops the commit coordinator's connection to PostgreSQL right after some commits' entries.
 CHAOS_RECORDS ?= 1000000
 CHAOS_KILLS ?= 100
 CHAOS_BROKER_RESTARTS ?= 5

@@ -36,6 +36,8 @@ REFUSE_S = 5.0
 # overwrite=false); its completion mark (overwrite=true) has no NOT EXISTS.
 COMMIT_INSERT = b"INSERT INTO eos_delta_commits"
 COMMIT_ONLY = b"NOT EXISTS"
+# The entry of version 0 (the table's creation) is left alone: the fault is a commit into the table.
+FIRST_COMMIT = struct.pack("!i", 25) + b"00000000000000000000.json"
 
 
 @dataclass
@@ -113,7 +115,7 @@ class CommitDropper:
             if self.armed is None or COMMIT_INSERT not in data or COMMIT_ONLY not in data:
                 return None
             param, on_fire = self.armed
-            if param not in data:
+            if param not in data or FIRST_COMMIT in data:
                 return None
             self.armed = None
             return on_fire

@@ -232,10 +232,11 @@ class ChaosRun:
         return code
 
     def may_arm(self) -> bool:
-        """Whether an unknown outcome may be armed now: once a batch is committed, and not when the
-        fault cannot tell the run's commit from another writer's and a backfill or maintain runs."""
-        if self.unknown is None or not self.tally.batches_committed:
-            return False  # after the first commit: a publish into the table, not its creation
+        """Whether an unknown outcome may be armed now: not when the fault cannot tell the run's
+        commit from another writer's and a backfill or maintain runs. The first run may be armed:
+        it is never killed, so a short run on a loaded machine still gets its injection early."""
+        if self.unknown is None:
+            return False
         if not self.unknown.exclusive:
             return True
         with self.procs.lock:
@@ -299,7 +300,7 @@ class ChaosRun:
                 and self.may_arm()
                 and self.unknown.arm(job, self.elapsed())
             ):
-                self.tally.note(f"run {job.log_path.name}: its publish's answer will be lost")
+                self.tally.note(f"run {job.log_path.name}: its publish will have an unknown outcome")
             self.finish(job)
             return job
         if target is None:
@@ -719,6 +720,7 @@ class ChaosRun:
                 entry = self.one_maintain(rng, kill=kill, under_lock=under_lock)
                 under_lock ^= kill
                 if entry["outcome"] == "killed" and not self.stop.is_set():
+                    self.wait_for_armed_fault()
                     self.one_maintain(rng, kill=False, under_lock=False, follow_up=True)
                 hold_next()
         finally:
