@@ -116,10 +116,17 @@ class UnknownPublishes:
             return
         for entry in waiting:
             batch_id = entry["batch_id"]
-            if batch_id in job.committed_ids or job.batch_id == batch_id:
-                entry["next_attempt"] = {"job": job.log_path.name, "kind": job.kind,
-                                         "committed": batch_id in job.committed_ids,
-                                         "killed_in": job.killed_in, "exit": job.proc.returncode}  # fmt: skip
+            if batch_id not in job.committed_ids and job.batch_id != batch_id:
+                continue
+            interrupted = job.killed_in is not None or job.proc.returncode == -9
+            if interrupted and batch_id not in job.committed_ids:
+                # Killed by the run, or stopped by the end of the chaos phase, before it committed
+                # the batch: not an attempt that ran its course; the next one is judged.
+                entry.setdefault("interrupted_attempts", []).append(job.log_path.name)
+                continue
+            entry["next_attempt"] = {"job": job.log_path.name, "kind": job.kind,
+                                     "committed": batch_id in job.committed_ids,
+                                     "killed_in": job.killed_in, "exit": job.proc.returncode}  # fmt: skip
 
     def report(self, batch_status: Any) -> dict[str, Any]:
         """The injections: each one's entry (and its batch's final status) and whether every one
