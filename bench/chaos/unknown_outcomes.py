@@ -30,7 +30,7 @@ KINDS = ("drop", "503", "slow")
 # The jobs' REST client gives up after CLIENT_TIMEOUT_MS; a `slow` answer comes SLOW_ANSWER_S late.
 # Generous, since every REST call of every job has this timeout on a loaded 2-core machine.
 CLIENT_TIMEOUT_MS, SLOW_ANSWER_S = 30_000, 40.0
-RETRIABLE = 75
+RETRIABLE, FENCED = 75, 3
 
 
 def spark_defaults(folder: Path, catalog: str) -> dict[str, str]:
@@ -118,10 +118,11 @@ class UnknownPublishes:
             batch_id = entry["batch_id"]
             if batch_id not in job.committed_ids and job.batch_id != batch_id:
                 continue
-            interrupted = job.killed_in is not None or job.proc.returncode == -9
+            interrupted = job.killed_in is not None or job.proc.returncode in (-9, FENCED)
             if interrupted and batch_id not in job.committed_ids:
-                # Killed by the run, or stopped by the end of the chaos phase, before it committed
-                # the batch: not an attempt that ran its course; the next one is judged.
+                # Killed by the run, stopped by the end of the chaos phase, or fenced by a newer
+                # attempt (a zombie pair's loser, whose twin is judged) before it committed the
+                # batch: not an attempt that ran its course; the next one is judged.
                 entry.setdefault("interrupted_attempts", []).append(job.log_path.name)
                 continue
             entry["next_attempt"] = {"job": job.log_path.name, "kind": job.kind,

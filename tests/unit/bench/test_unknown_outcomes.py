@@ -90,6 +90,9 @@ def test_the_next_attempt_is_the_first_that_ran_its_course(tmp_path: Path) -> No
     assert killed.wait_phase({"read"}, 30) and killed.kill() == "read"
     killed.wait(30)
     faults.settle(killed, status.get)
+    fenced = job(tmp_path, "1b-zombie.log", "batch 4: phase submit\n", code=3)  # a zombie pair's loser
+    fenced.wait(30)
+    faults.settle(fenced, status.get)
     committed = job(tmp_path, "2-run.log", "batch 4: phase commit\nbatch 4 committed: BatchResult()\n")
     committed.wait(30)
     faults.settle(committed, status.get)
@@ -100,6 +103,6 @@ def test_the_next_attempt_is_the_first_that_ran_its_course(tmp_path: Path) -> No
     assert (entry["exit"], entry["status_after"], entry["interrupted_attempts"]) == (
         75,
         "planned",
-        ["1-run.log"],
+        ["1-run.log", "1b-zombie.log"],
     )
     assert entry["next_attempt"]["job"] == "2-run.log" and report["as_expected"] == 1
