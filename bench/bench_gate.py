@@ -27,11 +27,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from eos_ingest.batch.reader import read_ranges  # noqa: E402
 from eos_ingest.cli import open_store, plan_batch  # noqa: E402
 from eos_ingest.config.pipeline import load_pipeline  # noqa: E402
 from eos_ingest.formats import parser  # noqa: E402
 from eos_ingest.quality import gate as quality  # noqa: E402
+from eos_ingest.spark.kafka_source import read_ranges  # noqa: E402
 from eos_ingest.spark.session import build_session  # noqa: E402
 
 

@@ -18,13 +18,13 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from eos_ingest.batch.quarantine_replace import QuarantineReplace
-from eos_ingest.batch.reader import read_ranges
 from eos_ingest.batch.result import BatchResult
 from eos_ingest.errors import EosIngestError, FencedError, PartialWriteError
 from eos_ingest.fault_points import pause_if_asked
 from eos_ingest.formats import parser, schema_evolution
 from eos_ingest.kafka.offsets import fetch_identity
 from eos_ingest.plan.identity import check_batch_identity
+from eos_ingest.spark.kafka_source import read_ranges
 from eos_ingest.storage.table_format import Txn, txn_app_id
 from eos_ingest.storage.table_formats import output_format
 

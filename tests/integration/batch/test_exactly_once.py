@@ -6,12 +6,12 @@ import pytest
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import NewPartitions
 
-from eos_ingest.batch.reader import read_ranges
 from eos_ingest.cli import main as cli_main
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import OffsetsLostError, TopicRecreatedError
 from eos_ingest.formats import parser
 from eos_ingest.plan.ranges import PlannedRange, TopicPartition
+from eos_ingest.spark.kafka_source import read_ranges
 from eos_ingest.storage.table_names import QUARANTINE
 from tests.fixtures.pipelines import ingest_once, on_cases, on_formats, table_rows, verify_pipeline
 from tests.fixtures.postgres import on_control_db

@@ -9,12 +9,12 @@ import pytest
 import yaml
 
 from eos_ingest import paths
-from eos_ingest.batch.reader import read_options, spark_kafka_options
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.connections.kafka import connection_settings_from_env
 from eos_ingest.errors import ConfigError
 from eos_ingest.kafka.java_settings import jaas_quoted
 from eos_ingest.plan.ranges import PlannedRange
+from eos_ingest.spark.kafka_source import read_options, spark_kafka_options
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
