@@ -1,29 +1,29 @@
 """A write conflict (Delta's, or Iceberg's refused fast-forward), a partial write and a superseded
-attempt, on the real job, table and store."""
+attempt, on the real tables and store: the job's steps (run_fenced) in the test's Spark session,
+the exit code the job would give from the error they raise (job_exit)."""
 
 from __future__ import annotations
 
-import subprocess
+import logging
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
 
 from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
-from eos_ingest.batch.sequence import execute_batch
+from eos_ingest.batch.sequence import execute_batch, run_fenced
 from eos_ingest.cli import open_store, plan_batch
-from eos_ingest.errors import FencedError
-from eos_ingest.service.operations import job_argv
-from eos_ingest.spark.session import spark_submit_env
+from eos_ingest.errors import EosIngestError, FencedError, OffsetsLostError, WriteConflictError, exit_code
 from eos_ingest.storage import writer
 from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.lost_races import CONFLICT_ATTEMPTS_ENV
 from eos_ingest.storage.table_format import Txn, txn_app_id
 from eos_ingest.storage.table_names import QUARANTINE, TABLE
 from tests.fixtures.pipelines import ingest_once, on_formats, table_count, verify_pipeline
 from tests.kafka_helpers import TxProducer
-from tests.process_helpers import wait_for_pause
 
 pytestmark = pytest.mark.integration
 sqlite_only = pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)
@@ -38,19 +38,44 @@ def produce(bootstrap: str, topic: str, first_id: int) -> None:
     producer.commit()
 
 
-def run_job(config, batch_id: int, log: Path, **env: str) -> tuple[int, str]:
-    """The real spark-submit job, to its exit code."""
-    argv = job_argv(config, open_store(config).get_batch(batch_id), "local[1]", driver_memory="1g")
-    with log.open("w") as out:
-        done = subprocess.run(
-            argv,
-            env={**spark_submit_env(), **env},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=300,
-            check=False,
-        )
-    return done.returncode, log.read_text()
+def job_exit(error: BaseException) -> int:
+    """The spark-submit job's exit code for the error its batch raised (batch/job.py main: ours by
+    errors.exit_code, any other one is Python's uncaught exception, 1)."""
+    return exit_code(error) if isinstance(error, EosIngestError) else 1
+
+
+def job_attempt(spark, config, store, batch_id: int) -> BaseException:
+    """The spark-submit job's steps for the planned batch `batch_id` (run_fenced: a new fence, then
+    the batch), in this process's Spark session, where they must fail: the error (job_exit gives
+    the job's exit code). What is under test is what the failure leaves in the tables and the
+    store, not the process: a spark-submit of its own cost ~15 s of CPU."""
+    with pytest.raises(Exception) as failed:
+        run_fenced(spark, config, store, store.get_batch(batch_id))
+    return failed.value
+
+
+def paused_attempt(spark, config, store, batch_id: int, pause: Path, monkeypatch) -> Future:
+    """job_attempt's steps started in a thread of this process, once they hold at the pause before
+    the table's commit (the gate passed, the rows staged): its future, which ends once `pause` is
+    removed."""
+    monkeypatch.setenv(PAUSE_BEFORE_TABLE_COMMIT_ENV, str(pause))
+    pool = ThreadPoolExecutor(1)
+    attempt = pool.submit(run_fenced, spark, config, store, store.get_batch(batch_id))
+    pool.shutdown(wait=False)
+    deadline = time.monotonic() + 240
+    while not pause.exists() and not attempt.done():
+        assert time.monotonic() < deadline, "the attempt did not reach its table commit in time"
+        time.sleep(0.05)
+    assert not attempt.done(), attempt.result()
+    monkeypatch.delenv(PAUSE_BEFORE_TABLE_COMMIT_ENV)  # held once: the attempts after it run through
+    return attempt
+
+
+def attempt_error(attempt: Future) -> BaseException:
+    """What the attempt that was held at its pause raised once it went on."""
+    error = attempt.exception(timeout=300)
+    assert error is not None, attempt.result()
+    return error
 
 
 def rerun(spark, config, store, batch_id: int):
@@ -90,20 +115,22 @@ def commit_beside(spark, config, which: str, n: int = 1) -> None:
 @sqlite_only
 @on_formats()
 def test_a_write_conflict_past_the_retries_leaves_the_batch_planned_and_the_job_exits_75(
-    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, caplog, monkeypatch
 ) -> None:
     config, store, batch, before = planned_over_existing_tables(
         spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
     )
 
-    # A concurrent writer that commits to both tables all the time once the job reads (table
+    # A concurrent writer that commits to both tables all the time once the attempt reads (table
     # property changes: each conflicts with any open transaction on the table, adds no rows). The
-    # job's table transaction opens when it stages the files, before the gate.
-    stop, log = threading.Event(), tmp_path / "job.log"
+    # attempt's table transaction opens when it stages the files, before the gate.
+    caplog.set_level(logging.INFO, logger="eos_ingest")
+    monkeypatch.setenv(CONFLICT_ATTEMPTS_ENV, "2")
+    stop = threading.Event()
 
     def hammer() -> None:
         n = 0
-        while not stop.is_set() and (not log.exists() or "phase read" not in log.read_text()):
+        while not stop.is_set() and "phase read" not in caplog.text:
             time.sleep(0.2)
         while not stop.is_set():
             for which in (TABLE, QUARANTINE):
@@ -114,13 +141,14 @@ def test_a_write_conflict_past_the_retries_leaves_the_batch_planned_and_the_job_
     thread = threading.Thread(target=hammer)
     thread.start()
     try:
-        code, out = run_job(config, batch.batch_id, log, EOS_WRITE_CONFLICT_ATTEMPTS="2")
+        error = job_attempt(spark, config, store, batch.batch_id)
     finally:
         stop.set()
         thread.join(timeout=120)
 
-    assert code == 75, out[-5000:]
-    assert "WriteConflictError" in out and "try 1 of 2" in out  # retried once inside the job
+    assert job_exit(error) == 75, repr(error)
+    assert isinstance(error, WriteConflictError), repr(error)
+    assert "try 1 of 2" in caplog.text  # retried once inside the attempt
     assert store.get_batch(batch.batch_id).status.value == "planned"
     assert store.committed_offsets(config.name) == before
 
@@ -136,7 +164,7 @@ def test_a_write_conflict_past_the_retries_leaves_the_batch_planned_and_the_job_
 @sqlite_only
 @on_formats()
 def test_a_failed_table_commit_publishes_neither_table_and_leaves_the_batch_planned_and_one_copy_after_the_rerun(
-    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path, monkeypatch
 ) -> None:
     """The quarantine's replace is staged beside the gate and published only after the table's: when
     the table's commit fails, the quarantine table holds nothing of the batch either (until issue
@@ -148,25 +176,15 @@ def test_a_failed_table_commit_publishes_neither_table_and_leaves_the_batch_plan
 
     # Paused after the gate, before the table's commit: another writer commits to the table only,
     # so the staged commit conflicts (one try allowed) while the quarantine's replace has none.
-    pause, log = tmp_path / "pause", tmp_path / "job.log"
-    argv = job_argv(config, batch, "local[1]", driver_memory="1g")
-    env = {
-        **spark_submit_env(),
-        PAUSE_BEFORE_TABLE_COMMIT_ENV: str(pause),
-        "EOS_WRITE_CONFLICT_ATTEMPTS": "1",
-    }
-    with log.open("w") as out:
-        job = subprocess.Popen(
-            argv, env=env, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True
-        )
-        wait_for_pause(job, pause, log)
-        commit_beside(spark, config, TABLE)
-        pause.unlink()
-        code = job.wait(timeout=300)
-    out_text = log.read_text()
+    monkeypatch.setenv(CONFLICT_ATTEMPTS_ENV, "1")
+    pause = tmp_path / "pause"
+    attempt = paused_attempt(spark, config, store, batch.batch_id, pause, monkeypatch)
+    commit_beside(spark, config, TABLE)
+    pause.unlink()
+    error = attempt_error(attempt)
 
-    assert code == 75, out_text[-5000:]
-    assert "WriteConflictError" in out_text
+    assert job_exit(error) == 75, repr(error)
+    assert isinstance(error, WriteConflictError), repr(error)
     assert store.get_batch(batch.batch_id).status.value == "planned"
     assert store.committed_offsets(config.name) == before
     assert table_count(spark, config) == 200  # the first batch only
@@ -182,7 +200,7 @@ def test_a_failed_table_commit_publishes_neither_table_and_leaves_the_batch_plan
 
 @sqlite_only
 def test_a_quarantine_table_that_cannot_be_written_publishes_neither_table_and_a_rerun_leaves_one_copy_in_both(
-    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:
     topic = make_topic(partitions=2)
     produce(kafka_bootstrap, topic, 0)
@@ -197,10 +215,10 @@ def test_a_quarantine_table_that_cannot_be_written_publishes_neither_table_and_a
     config.quarantine_path.parent.mkdir(parents=True, exist_ok=True)
     config.quarantine_path.write_text("in the way")
 
-    code, out = run_job(config, batch.batch_id, tmp_path / "job.log")
+    error = job_attempt(spark, config, store, batch.batch_id)
 
-    assert code == 1, out[-5000:]
-    assert "DELTA_CANNOT_CREATE_LOG_PATH" in out
+    assert job_exit(error) == 1, repr(error)
+    assert "DELTA_CANNOT_CREATE_LOG_PATH" in str(error)
     assert store.get_batch(batch.batch_id).status.value == "planned"
     assert table_count(spark, config) == 0  # neither table was published
 
@@ -259,7 +277,15 @@ def test_a_superseded_attempt_writes_nothing_and_its_late_write_is_skipped_by_de
 
 @sqlite_only
 def test_a_commit_that_loses_a_conflict_is_staged_and_gated_anew_and_records_deleted_meanwhile_fail_it_as_lost(
-    spark, kafka_bootstrap, kafka_admin, make_topic, make_pipeline, control_db_url, tmp_path
+    spark,
+    kafka_bootstrap,
+    kafka_admin,
+    make_topic,
+    make_pipeline,
+    control_db_url,
+    tmp_path,
+    caplog,
+    monkeypatch,
 ) -> None:
     """Issue 31, item 3: the write after a lost conflict reads the ranges again. It is a staged
     write checked by the gate like the first, so a record deleted by retention in between fails
@@ -277,27 +303,20 @@ def test_a_commit_that_loses_a_conflict_is_staged_and_gated_anew_and_records_del
     assert batch is not None
     before = store.committed_offsets(config.name)
 
-    pause, log = tmp_path / "pause", tmp_path / "job.log"
-    argv = job_argv(config, batch, "local[1]", driver_memory="1g")
-    env = {**spark_submit_env(), PAUSE_BEFORE_TABLE_COMMIT_ENV: str(pause)}
-    with log.open("w") as out:
-        job = subprocess.Popen(
-            argv, env=env, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True
-        )
-        wait_for_pause(job, pause, log)  # staged and gated: 200 records
-        # Another writer commits (the staged commit will conflict), and retention deletes records
-        # of the batch's range before the retry reads it again.
-        spark.sql(f"ALTER TABLE delta.`{config.output_path}` SET TBLPROPERTIES ('eos.test.conflict' = '1')")
-        (deleted,) = kafka_admin.delete_records(
-            [KafkaTopicPartition(topic, 0, 150)], request_timeout=30
-        ).values()
-        assert deleted.result(30).low_watermark == 150
-        pause.unlink()
-        code = job.wait(timeout=300)
-    out_text = log.read_text()
+    caplog.set_level(logging.INFO, logger="eos_ingest")
+    pause = tmp_path / "pause"
+    attempt = paused_attempt(spark, config, store, batch.batch_id, pause, monkeypatch)  # staged, gated
+    # Another writer commits (the staged commit will conflict), and retention deletes records
+    # of the batch's range before the retry reads it again.
+    spark.sql(f"ALTER TABLE delta.`{config.output_path}` SET TBLPROPERTIES ('eos.test.conflict' = '1')")
+    (deleted,) = kafka_admin.delete_records([KafkaTopicPartition(topic, 0, 150)], request_timeout=30).values()
+    assert deleted.result(30).low_watermark == 150
+    pause.unlink()
+    error = attempt_error(attempt)
 
-    assert code == 2, out_text[-5000:]
-    assert "OffsetsLostError" in out_text and "WriteError" not in out_text, out_text[-5000:]
+    assert job_exit(error) == 2, repr(error)
+    assert isinstance(error, OffsetsLostError), repr(error)
+    assert "WriteError" not in caplog.text + repr(error), caplog.text[-5000:]
     done = store.get_batch(batch.batch_id)
     assert done.status.value == "failed" and "OffsetsLostError" in (done.error or "")
     assert store.committed_offsets(config.name) == before
