@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -22,3 +23,37 @@ def wait_for_pause(job: subprocess.Popen[str], pause_file: Path, log: Path, time
             os.killpg(job.pid, signal.SIGKILL)
             pytest.fail("the job did not reach its commit in time")
         time.sleep(0.2)
+
+
+class AttemptInThread:
+    """run_fenced(batch) in a thread of this process (the job's steps and its failure handling,
+    without a spark-submit's ~15 s), held at the fault point whose file is `pause` (the test sets the
+    point's variable): the test acts there, then lets it go on. `error` is what the attempt raised."""
+
+    def __init__(self, spark, config, store, batch, pause: Path) -> None:
+        from eos_ingest.batch.sequence import run_fenced
+
+        self.pause = pause
+        self.error: BaseException | None = None
+
+        def attempt() -> None:
+            try:
+                run_fenced(spark, config, store, batch)
+            except BaseException as exc:  # handed to the test
+                self.error = exc
+
+        self.thread = threading.Thread(target=attempt, name="eos-test-attempt")
+        self.thread.start()
+
+    def wait_for_pause(self, timeout_s: float = 240) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not self.pause.exists():
+            assert self.thread.is_alive(), f"the attempt ended before its pause: {self.error!r}"
+            assert time.monotonic() < deadline, "the attempt did not reach its pause in time"
+            time.sleep(0.2)
+
+    def go_on(self) -> None:
+        self.pause.unlink(missing_ok=True)
+
+    def join(self, timeout_s: float = 300) -> None:
+        self.thread.join(timeout=timeout_s)

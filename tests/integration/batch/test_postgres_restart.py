@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import threading
 import time
 import uuid
 from collections import Counter
@@ -40,7 +39,6 @@ from sqlalchemy.engine import make_url
 
 from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.batch.quarantine_replace import PAUSE_BEFORE_QUARANTINE_COMMIT_ENV
-from eos_ingest.batch.sequence import run_fenced
 from eos_ingest.control.schema import BatchStatus
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EXIT_RETRIABLE, exit_code
@@ -49,6 +47,7 @@ from eos_ingest.storage.iceberg_catalog import IcebergCatalog
 from tests.fixtures.own_postgres import HoldingProxy, OwnPostgres, own_postgres
 from tests.fixtures.pipelines import ingest_once
 from tests.kafka_helpers import TxProducer
+from tests.process_helpers import AttemptInThread
 from tests.s3a_helpers import CLI, commit_entries, identities
 
 pytestmark = pytest.mark.integration
@@ -92,36 +91,23 @@ def run_with_the_server_stopped(spark, config, store, batch, server, pause: Path
     """run_fenced(batch) in a thread, paused at `pause`'s fault point; there the server stops.
     `restart`: started again before the batch goes on. `down`: the batch goes on while it is down,
     and it starts DOWN_S later. The error the attempt raised, or None."""
-    outcome: dict[str, BaseException] = {}
-
-    def attempt() -> None:
-        try:
-            run_fenced(spark, config, store, batch)
-        except BaseException as exc:  # handed to the test
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=attempt, name="eos-test-attempt")
-    thread.start()
+    attempt = AttemptInThread(spark, config, store, batch, pause)
     try:
-        deadline = time.monotonic() + 240
-        while not pause.exists():
-            assert thread.is_alive(), f"the attempt ended before its pause: {outcome.get('error')!r}"
-            assert time.monotonic() < deadline, "the attempt did not reach its pause in time"
-            time.sleep(0.2)
+        attempt.wait_for_pause()
         server.down()
         if how == "restart":
             server.up()
-            pause.unlink()
+            attempt.go_on()
         else:
-            pause.unlink()
-            thread.join(timeout=DOWN_S)
+            attempt.go_on()
+            attempt.join(DOWN_S)
             server.up()
     finally:
-        pause.unlink(missing_ok=True)
+        attempt.go_on()
         server.up()
-        thread.join(timeout=300)
-    assert not thread.is_alive()
-    return outcome.get("error")
+        attempt.join()
+    assert not attempt.thread.is_alive()
+    return attempt.error
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -30,7 +29,7 @@ from eos_ingest.batch.quarantine_replace import (
     PAUSE_BEFORE_QUARANTINE_COMMIT_ENV,
     PAUSE_BEFORE_QUARANTINE_READ_ENV,
 )
-from eos_ingest.batch.sequence import execute_batch, run_fenced
+from eos_ingest.batch.sequence import execute_batch
 from eos_ingest.errors import PartialWriteError, WriteError, exit_code
 from eos_ingest.service.backfill import create_backfill, parse_request
 from eos_ingest.service.operations import job_argv, open_store, plan_batch
@@ -46,7 +45,7 @@ from tests.fixtures.pipelines import (
     write_pipeline,
 )
 from tests.kafka_helpers import TxProducer
-from tests.process_helpers import wait_for_pause
+from tests.process_helpers import AttemptInThread, wait_for_pause
 
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)]
 
@@ -137,32 +136,19 @@ def staged_branches(spark, config, which: str) -> list[str]:
 def run_paused(
     spark, config, store, batch, monkeypatch, pause: Path, at: str, act: Callable[[], None]
 ) -> BaseException | None:
-    """run_fenced(batch) in a thread of this process (the job's steps and its failure handling, without
-    a spark-submit's ~15 s), paused at the fault point `at` while act() runs; the error it raised."""
+    """run_fenced(batch) in a thread of this process, paused at the fault point `at` while act()
+    runs; the error it raised."""
     monkeypatch.setenv(at, str(pause))
-    outcome: dict[str, BaseException] = {}
-
-    def attempt() -> None:
-        try:
-            run_fenced(spark, config, store, batch)
-        except BaseException as exc:  # handed to the test
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=attempt, name="eos-test-attempt")
-    thread.start()
+    attempt = AttemptInThread(spark, config, store, batch, pause)
     try:
-        deadline = time.monotonic() + 240
-        while not pause.exists():
-            assert thread.is_alive(), f"the attempt ended before its pause: {outcome.get('error')!r}"
-            assert time.monotonic() < deadline, "the attempt did not reach its pause in time"
-            time.sleep(0.2)
+        attempt.wait_for_pause()
         act()
     finally:
-        pause.unlink(missing_ok=True)
-        thread.join(timeout=300)
+        attempt.go_on()
+        attempt.join()
         monkeypatch.delenv(at)
-    assert not thread.is_alive()
-    return outcome.get("error")
+    assert not attempt.thread.is_alive()
+    return attempt.error
 
 
 def rerun(spark, config, store, batch_id: int):
