@@ -82,8 +82,8 @@ class Filler:
 
     def __init__(self, spark: Any, config: Any, batch_id: int) -> None:
         from eos_ingest.plan.ranges import PlannedRange
-        from eos_ingest.storage.iceberg_catalog import IcebergCatalog
-        from eos_ingest.storage.iceberg_format import IcebergFormat
+        from eos_ingest.storage.iceberg.catalog import IcebergCatalog
+        from eos_ingest.storage.iceberg.format import IcebergFormat
 
         fmt = IcebergFormat(IcebergCatalog.of(config))
         template = spark.table(fmt.catalog.identifier(TABLE)).where(f"batch_id = {batch_id}")
@@ -125,7 +125,7 @@ class Filler:
 
 
 def snapshots_on_main(spark: Any, config: Any) -> int:
-    from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+    from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 
     table = IcebergCatalog.of(config).java_table(spark, TABLE)
     return int(spark._jvm.com.google.common.collect.Iterables.size(

@@ -304,7 +304,7 @@ def growth(spark: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     from eos_ingest.config.pipeline import load_pipeline
     from eos_ingest.quality import audit
     from eos_ingest.service.operations import open_store
-    from eos_ingest.storage import writer
+    from eos_ingest.storage.delta import writer
 
     partitions = args.partitions
     per_partition = -(-args.batch_records // partitions)

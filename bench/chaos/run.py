@@ -49,7 +49,7 @@ from bench.chaos.unknown_outcomes import (
 # Delta write and the commit, held there by the job's pause hook so the kill cannot miss it).
 TARGETS = ("plan", "read", "gate", "write", "written", "commit")
 PAUSE_ENV = "EOS_FAULT_PAUSE_BEFORE_COMMIT"
-# maintain pauses here with its VACUUM lock held (eos_ingest.storage.maintenance.PAUSE_UNDER_VACUUM_LOCK_ENV):
+# maintain pauses here with its VACUUM lock held (eos_ingest.storage.delta.maintenance.PAUSE_UNDER_VACUUM_LOCK_ENV):
 # a kill there leaves the lock behind, unless a batch was in flight and maintain took none.
 MAINTAIN_PAUSE_ENV = "EOS_FAULT_PAUSE_UNDER_VACUUM_LOCK"
 PIPELINE = "chaos"

@@ -142,7 +142,7 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
                 f"spark-submit's command line on master {master}; give the driver its "
                 "AIRFLOW_CONN_<ID> variable in the cluster instead"
             )
-        env.update(rest_env)  # the job's catalog reads it (storage/iceberg_rest_auth.py)
+        env.update(rest_env)  # the job's catalog reads it (storage/iceberg/rest_auth.py)
         with library_errors():
             aws_vars = aws_conn.connection_from_airflow(config.aws_conn_id)
         if aws_vars and config.aws_conn_id:

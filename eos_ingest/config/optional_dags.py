@@ -21,7 +21,7 @@ def _retention(value: Any) -> float:
 
 
 class MaintenanceConfig(Section):
-    """`maintenance:` -- OPTIMIZE + VACUUM of the tables (storage/maintenance.py, docs/maintenance.md):
+    """`maintenance:` -- OPTIMIZE + VACUUM of the tables (storage/delta/maintenance.py, docs/maintenance.md):
     the DAG's schedule (None: manual runs only) and the VACUUM retention in hours (None: Delta's 7
     days, or more while a batch is planned)."""
 

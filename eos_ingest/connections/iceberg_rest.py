@@ -1,6 +1,6 @@
 """The Iceberg REST catalog's Airflow connection (``output.catalog.conn_id``) handed to the job.
 
-What the connection holds and how the job reads it: storage/iceberg_rest_auth.py. Here, the ingest
+What the connection holds and how the job reads it: storage/iceberg/rest_auth.py. Here, the ingest
 DAG's side: the connection from Airflow's store, as the ``AIRFLOW_CONN_<ID>`` variable of the
 spark-submit job's environment (never its command line), as for the Schema Registry
 (connections/registry.py).

@@ -198,7 +198,7 @@ vacuum_locks = Table(
     # VACUUM (schema version 3): while it is held no attempt takes a fence, so none stages files that
     # a VACUUM with a short retention could delete before they are committed. expires_at bounds a
     # lock whose maintain died (a VACUUM spares files newer than its start, so only the lock's first
-    # moments matter; see storage/maintenance.py).
+    # moments matter; see storage/delta/maintenance.py).
     Column("pipeline", String(200), nullable=False),
     Column("holder", Text, nullable=False),
     Column("taken_at", UtcDateTime, nullable=False),

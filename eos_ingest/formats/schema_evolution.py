@@ -5,7 +5,7 @@
 * add_columns: the field becomes a new nullable column, its type inferred from the batch's values
   (JSON: Spark's JSON schema inference over the values carrying it) or taken from the writer
   schema (Avro); the replace writes it with Delta's mergeSchema, or on Iceberg after adding it
-  to the table's schema (storage/iceberg_schema.py). Later batches read the columns the table
+  to the table's schema (storage/iceberg/schema.py). Later batches read the columns the table
   grew: the batch's reader schema is the declared one plus the table's extra columns. On Iceberg
   a declared column may also widen (int to bigint, float to double, a decimal's precision:
   evolution_rules.type_change) under add_columns; a narrowing or another type is refused.

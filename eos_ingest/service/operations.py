@@ -59,7 +59,7 @@ def plan_batch(
     read as a sample of the pipeline's lag history (trends.record_plan).
 
     A table with a Delta feature the staged replace cannot keep its guarantees on (deletion
-    vectors, column mapping, ...: storage/table_features.py) is refused first, with ConfigError."""
+    vectors, column mapping, ...: storage/delta/table_features.py) is refused first, with ConfigError."""
     check_tables(config)
     snapshot = fetch_snapshot(config.kafka_settings, config.topics)
     offsets = snapshot.offsets
@@ -86,17 +86,17 @@ def plan_batch(
 
 def check_tables(config: PipelineConfig) -> None:
     """ConfigError naming the table, the feature and the fix when the table or the quarantine
-    table has a Delta feature (storage/table_features.py) or an Iceberg property
-    (storage/iceberg_properties.py) a batch's staged replace refuses."""
+    table has a Delta feature (storage/delta/table_features.py) or an Iceberg property
+    (storage/iceberg/properties.py) a batch's staged replace refuses."""
     if config.output.format == "iceberg":
-        from eos_ingest.storage import iceberg_properties
-        from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+        from eos_ingest.storage.iceberg.properties import check_pyiceberg
+        from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 
         catalog = IcebergCatalog.of(config).pyiceberg()
         for table in config.output_tables:
-            iceberg_properties.check_pyiceberg(catalog, table)
+            check_pyiceberg(catalog, table)
         return
-    from eos_ingest.storage import table_features
+    from eos_ingest.storage.delta import table_features
 
     for location in (config.output_path, config.quarantine_path):
         table_features.check_location(location)
@@ -243,7 +243,7 @@ def record_backfill(
     """Check a backfill request (backfill.PARAM_KEYS) and record its planned batch.
 
     An invalid request raises BackfillRangeError or ConfigError before anything is written; so
-    does a table with a Delta feature the staged replace refuses (storage/table_features.py).
+    does a table with a Delta feature the staged replace refuses (storage/delta/table_features.py).
     """
     request = parse_request(params, config.topics)
     check_tables(config)
@@ -261,8 +261,8 @@ def abandon_batch(config: PipelineConfig, store: ControlStore, batch_id: int, re
     store.abandon_batch(batch_id, reason)
     shown: dict[str, Any] = {"batch_id": batch_id, "status": "abandoned"}
     if config.output.format == "iceberg":
-        from eos_ingest.storage.iceberg_catalog import IcebergCatalog
-        from eos_ingest.storage.iceberg_maintenance import remove_batch_branches
+        from eos_ingest.storage.iceberg.catalog import IcebergCatalog
+        from eos_ingest.storage.iceberg.maintenance import remove_batch_branches
 
         table, quarantine = config.output_tables
         try:
@@ -281,13 +281,13 @@ def abandon_batch(config: PipelineConfig, store: ControlStore, batch_id: int, re
 
 def clean_dead_attempts(config: PipelineConfig, store: ControlStore, batch_id: int) -> dict[str, list[str]]:
     """Once a batch committed on Delta, delete the files its killed attempts staged in the table
-    and the quarantine table (storage/dead_attempts.py: local tables, only files that hold this
+    and the quarantine table (storage/delta/dead_attempts.py: local tables, only files that hold this
     batch's rows alone); per table the paths deleted. Nothing for a batch not committed, nor on
     Iceberg, where the committed attempt removed the dead attempts' branches before its own."""
     batch = store.get_batch(batch_id)
     if batch.status is not BatchStatus.COMMITTED or config.output.format != "delta":
         return {}
-    from eos_ingest.storage.dead_attempts import delete_dead_attempt_files
+    from eos_ingest.storage.delta.dead_attempts import delete_dead_attempt_files
 
     deleted: dict[str, list[str]] = {}
     for name, location, version in (
@@ -320,7 +320,7 @@ def maintain(
     ConfigError before anything is changed; and again, under the pipeline's VACUUM lock, when
     VACUUM is due (MaintenanceBusyError if a batch planned since then needs more). `spark` may be
     None for a dry run."""
-    from eos_ingest.storage.maintenance import maintain_table, maintain_tables, vacuum_retention_hours
+    from eos_ingest.storage.delta.maintenance import maintain_table, maintain_tables, vacuum_retention_hours
 
     planned = store.planned_batches(config.name)
     hours = vacuum_retention_hours(planned, retention_hours)
@@ -349,18 +349,18 @@ def _maintain_iceberg(
     dry_run: bool,
 ) -> dict[str, Any]:
     """maintain of an Iceberg pipeline: compaction, stale branches, expired snapshots and orphan
-    files of its table and quarantine table (storage/iceberg_maintenance.py)."""
-    from eos_ingest.storage import iceberg_maintenance
-    from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+    files of its table and quarantine table (storage/iceberg/maintenance.py)."""
+    from eos_ingest.storage.iceberg.maintenance import dry_run_iceberg_tables, maintain_iceberg_tables
+    from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 
     catalog = IcebergCatalog.of(config)
     table, quarantine = config.output_tables
     tables = {"table": table, "quarantine": quarantine}
     if dry_run:
-        return iceberg_maintenance.dry_run_iceberg_tables(store, catalog, tables)
+        return dry_run_iceberg_tables(store, catalog, tables)
     if spark is None:
         raise ValueError("maintain needs a Spark session unless dry_run")
-    return iceberg_maintenance.maintain_iceberg_tables(
+    return maintain_iceberg_tables(
         spark, store, config.name, catalog, tables, retention_hours
     )
 

@@ -1,6 +1,6 @@
 """Planned batches that nothing runs any more: a killed backfill, a scheduled batch whose DAG stopped.
 
-A planned batch is in flight as far as maintenance knows (storage/maintenance.py): while any is
+A planned batch is in flight as far as maintenance knows (storage/delta/maintenance.py): while any is
 planned, maintain's deletes (Delta's VACUUM; Iceberg's expire_snapshots and remove_orphan_files)
 keep everything the oldest one may still read, so their retention grows with its age, and maintain
 never takes the pipeline's VACUUM lock (control/vacuum_lock.py). A backfill is rerun by nothing but

@@ -17,8 +17,8 @@ from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.formats import parser
 from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.spark.kafka_source import read_ranges
-from eos_ingest.storage import writer
-from eos_ingest.storage.staged_write import StagedReplace
+from eos_ingest.storage.delta import writer
+from eos_ingest.storage.delta.staged_write import StagedReplace
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -147,7 +147,7 @@ def session_conf(
     """Every Spark setting a job needs; local settings are added for local masters, the s3a
     jars and Delta's commit coordinator for a pipeline with s3a tables (storage/object_stores.py),
     Iceberg's jars for an Iceberg pipeline (its catalog is registered by the table format itself,
-    storage/iceberg_catalog.py)."""
+    storage/iceberg/catalog.py)."""
     jars = local_jars(object_storage=object_storage, iceberg=iceberg)
     conf = {"spark.jars": ",".join(jars), **DELTA_CONF}
     if object_storage:

@@ -9,7 +9,7 @@ Iceberg:
   error from talking to the catalog (RESTException, a dropped connection or a 503 without an
   answer; UncheckedSQLException or SQLException, a JDBC connection dropped mid-UPDATE or SQLite
   busy past its timeout; an I/O error). The caller must not clean up as if nothing landed nor fail
-  the batch: it stays planned, and the next attempt's marker check (iceberg_markers.newest_write)
+  the batch: it stays planned, and the next attempt's marker check (iceberg/markers.py, newest_write)
   settles what main holds.
 - `lost`: CommitFailedException, which Iceberg raises once its own retries lost to concurrent
   commits (a CleanableFailure: nothing of it landed); stage anew.
@@ -115,7 +115,7 @@ DELTA_UNKNOWN_CLASSES = frozenset(
 
 def delta_outcome_unknown(exc: BaseException) -> bool:
     """Whether a Delta commit's error leaves its outcome unknown: an I/O error under it, from the
-    object store or the commit coordinator's database (storage/writer.py's commit). Such a commit
+    object store or the commit coordinator's database (storage/delta/writer.py's commit). Such a commit
     may be decided already: the coordinator's entry is the commit (JdbcLogStore: a connection that
     dropped after the row was written, both tries of its statement failing; or its N.json copy
     failing after the entry, which Delta then reports as a missing file). Delta's conflicts are

@@ -1,6 +1,6 @@
 """A write that loses a race to a concurrent writer is tried again from its start: the one policy
-of both table formats' batch writes (storage/writer.py, Delta's replace; storage/iceberg_format.py,
-Iceberg's publish) and of maintain's compaction (storage/maintenance.py).
+of both table formats' batch writes (storage/delta/writer.py, Delta's replace; storage/iceberg/format.py,
+Iceberg's publish) and of maintain's compaction (storage/delta/maintenance.py).
 
 Concurrent writers are normal here: an ingest beside a backfill, maintain beside both. Each format
 says which of its errors is a lost race (Delta's concurrent-modification exceptions, Iceberg's

@@ -3,7 +3,7 @@ the commit will publish, commit it (retried from a fresh stage when a concurrent
 abort it, and the version that holds the batch.
 
 A batch attempt (batch/attempt.py) sees only this interface, so a second table format lands as
-one more implementation beside Delta's (storage/delta_format.py), named in storage/table_formats.py,
+one more implementation beside Delta's (storage/delta/format.py), named in storage/table_formats.py,
 without a change to the attempt. Each implementation keeps the guarantees the attempt relies on:
 
 - a staged write is invisible to every reader until its commit, and abort() deletes only what
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 class Txn:
     """The idempotent-write identity of one attempt's write to one table: an app id (pipeline,
     batch, table) and the attempt's fence. planned_at: the batch's plan time, before which none of
-    this app id's writes can be (Iceberg's marker search stops there: storage/iceberg_markers.py);
+    this app id's writes can be (Iceberg's marker search stops there: storage/iceberg/markers.py);
     None reads the table's whole history."""
 
     app_id: str

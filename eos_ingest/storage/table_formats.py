@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from eos_ingest.config.output import FORMATS
-from eos_ingest.storage.delta_format import DELTA
-from eos_ingest.storage.delta_reader import DeltaReader
-from eos_ingest.storage.iceberg_reader import IcebergReader
+from eos_ingest.storage.delta.format import DELTA
+from eos_ingest.storage.delta.reader import DeltaReader
+from eos_ingest.storage.iceberg.reader import IcebergReader
 from eos_ingest.storage.table_format import TableFormat
 from eos_ingest.storage.table_reader import TableReader
 
@@ -25,8 +25,8 @@ def output_format(config: PipelineConfig | None = None) -> TableFormat:
     if name == "delta":
         return DELTA
     if name == "iceberg" and config is not None:
-        from eos_ingest.storage.iceberg_catalog import IcebergCatalog
-        from eos_ingest.storage.iceberg_format import IcebergFormat
+        from eos_ingest.storage.iceberg.catalog import IcebergCatalog
+        from eos_ingest.storage.iceberg.format import IcebergFormat
 
         return IcebergFormat(IcebergCatalog.of(config))
     raise ValueError(f"unknown table format {name!r}; eos-ingest writes {', '.join(FORMATS)}")

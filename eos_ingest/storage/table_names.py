@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.config.table_location import TableLocation, is_object_store
-from eos_ingest.storage.iceberg_catalog import catalog_name
+from eos_ingest.storage.iceberg.catalog import catalog_name
 from eos_ingest.storage.object_stores import table_uri
 
 TABLE, QUARANTINE = "table", "quarantine"

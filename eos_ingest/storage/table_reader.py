@@ -4,8 +4,8 @@ the audit (quality/audit.py), the Ingestion page's Tables section (service/statu
 (page, Asset, OpenLineage) come from the config alone: storage/table_names.py.
 
 One implementation per format, chosen by `output.format` (table_formats.output_reader): Delta's
-reads with delta-rs (storage/delta_reader.py), Iceberg's with pyiceberg through the pipeline's
-catalog (storage/iceberg_reader.py). Both read what main (Delta: the latest version) publishes,
+reads with delta-rs (storage/delta/reader.py), Iceberg's with pyiceberg through the pipeline's
+catalog (storage/iceberg/reader.py). Both read what main (Delta: the latest version) publishes,
 never a staged write, and none of them starts a JVM except spark_rows, which reads through the
 caller's Spark session.
 """

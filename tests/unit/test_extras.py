@@ -12,8 +12,8 @@ from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.control.engine import TransactionRunner
 from eos_ingest.errors import MissingExtraError
 from eos_ingest.extras import EXTRAS, needs_extra
-from eos_ingest.storage.iceberg_catalog import IcebergCatalog
-from eos_ingest.storage.iceberg_reader import IcebergReader
+from eos_ingest.storage.iceberg.catalog import IcebergCatalog
+from eos_ingest.storage.iceberg.reader import IcebergReader
 from eos_ingest.storage.table_names import TABLE
 
 

@@ -16,7 +16,7 @@ from eos_ingest.batch.sequence import run_fenced
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.service.operations import job_argv
 from eos_ingest.spark.session import spark_submit_env
-from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from tests.fixtures.pipelines import ingest_once, on_cases, table_count, verify_pipeline
 from tests.kafka_helpers import TxProducer
 from tests.process_helpers import wait_for_pause

@@ -1,6 +1,6 @@
 """An Iceberg pipeline's batches through the whole sequence (real broker, Spark): each lands once, a
 backfill replaces, a zombie attempt publishes nothing. On the JDBC catalog of the SQLite control DB
-(PostgreSQL's: tests/integration/storage/test_iceberg_publish.py) and on a REST catalog server
+(PostgreSQL's: tests/integration/storage/iceberg/test_format.py) and on a REST catalog server
 (tests/fixtures/iceberg_rest.py), whose tables the read side's pyiceberg reads too (the reader, the
 audit, the gate's read of a staged branch); a REST catalog that refuses the credentials is named
 with its fix; a batch's marker checks read main since the batch was planned, not its history."""
@@ -22,9 +22,10 @@ from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.quality.audit import audit_batch
 from eos_ingest.service.backfill import create_backfill, parse_request
 from eos_ingest.service.operations import open_store, plan_batch
-from eos_ingest.storage import iceberg_branch, iceberg_format
-from eos_ingest.storage.iceberg_catalog import IcebergCatalog
-from eos_ingest.storage.iceberg_format import IcebergFormat
+from eos_ingest.storage.iceberg import branch as iceberg_branch
+from eos_ingest.storage.iceberg import format as iceberg_format
+from eos_ingest.storage.iceberg.catalog import IcebergCatalog
+from eos_ingest.storage.iceberg.format import IcebergFormat
 from eos_ingest.storage.table_format import Txn, txn_app_id
 from eos_ingest.storage.table_formats import output_reader
 from eos_ingest.storage.table_names import TABLE

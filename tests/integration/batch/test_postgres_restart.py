@@ -43,7 +43,7 @@ from eos_ingest.control.schema import BatchStatus
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EXIT_RETRIABLE, exit_code
 from eos_ingest.service.operations import plan_batch
-from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from tests.fixtures.own_postgres import HoldingProxy, OwnPostgres, own_postgres
 from tests.fixtures.pipelines import ingest_once
 from tests.kafka_helpers import TxProducer

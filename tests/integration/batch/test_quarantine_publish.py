@@ -34,7 +34,7 @@ from eos_ingest.errors import PartialWriteError, WriteError, exit_code
 from eos_ingest.service.backfill import create_backfill, parse_request
 from eos_ingest.service.operations import job_argv, open_store, plan_batch
 from eos_ingest.spark.session import spark_submit_env
-from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from eos_ingest.storage.table_names import QUARANTINE, TABLE
 from tests.fixtures.pipelines import (
     JSON_SCHEMA,

@@ -36,7 +36,7 @@ from eos_ingest.batch.sequence import run_fenced
 from eos_ingest.control.schema import BatchStatus
 from eos_ingest.errors import EXIT_RETRIABLE, EosIngestError, exit_code
 from eos_ingest.service.operations import open_store, plan_batch
-from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from tests.fixtures.pipelines import ingest_once
 from tests.fixtures.postgres import on_control_db
 from tests.kafka_helpers import TxProducer

@@ -17,8 +17,8 @@ from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.batch.sequence import execute_batch, run_fenced
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import EosIngestError, FencedError, OffsetsLostError, WriteConflictError, exit_code
-from eos_ingest.storage import writer
-from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.delta import writer
+from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from eos_ingest.storage.lost_races import CONFLICT_ATTEMPTS_ENV
 from eos_ingest.storage.table_format import Txn, txn_app_id
 from eos_ingest.storage.table_names import QUARANTINE, TABLE

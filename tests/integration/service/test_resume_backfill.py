@@ -19,7 +19,7 @@ from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.cli import main as cli_main
 from eos_ingest.service.operations import job_argv, open_store, record_backfill
 from eos_ingest.spark.session import spark_submit_env
-from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from tests.fixtures.pipelines import ingest_once, on_cases, verify_pipeline
 from tests.kafka_helpers import TxProducer
 from tests.process_helpers import wait_for_pause

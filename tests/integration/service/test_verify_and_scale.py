@@ -15,7 +15,7 @@ from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import ControlStoreUnavailableError, KafkaUnavailableError
 from eos_ingest.kafka.offsets import fetch_partition_offsets
-from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from tests.fixtures.kafka import free_port
 from tests.fixtures.pipelines import ingest_once, on_formats, verify_pipeline
 from tests.kafka_helpers import TxProducer

@@ -412,7 +412,7 @@ def test_the_ingest_task_gives_the_job_the_iceberg_rest_catalogs_connection_in_i
     from airflow.models.connection import Connection
 
     from eos_ingest.config.pipeline import load_pipeline
-    from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+    from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 
     catalog = {"type": "rest", "uri": "https://catalog.example/api", "conn_id": "lake_rest"}
     doc = {

@@ -149,7 +149,7 @@ def test_iceberg_tables_are_named_by_their_location_in_the_warehouse_and_so_is_t
     tmp_path: Path, warehouse: str
 ) -> None:
     """As OpenLineage's Spark integration names an Iceberg table: by its location, which the JDBC
-    catalog makes <warehouse>/<namespace>/<table> (tests/integration/storage/test_iceberg_reads.py
+    catalog makes <warehouse>/<namespace>/<table> (tests/integration/storage/iceberg/test_reader.py
     checks it against a real table)."""
     from airflow.sdk import Asset
 

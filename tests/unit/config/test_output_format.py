@@ -11,8 +11,8 @@ import yaml
 
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.errors import ConfigError
-from eos_ingest.storage.iceberg_catalog import IcebergCatalog, jdbc_settings
-from eos_ingest.storage.iceberg_rest_auth import properties_from_env
+from eos_ingest.storage.iceberg.catalog import IcebergCatalog, jdbc_settings
+from eos_ingest.storage.iceberg.rest_auth import properties_from_env
 from eos_ingest.storage.table_formats import output_format
 
 
@@ -195,7 +195,7 @@ def test_a_rest_connection_that_cannot_sign_in_is_refused_naming_the_key_and_fix
 
 
 def test_an_s3a_warehouse_is_written_through_hadoop_aws_and_read_by_pyiceberg_with_the_same_access() -> None:
-    from eos_ingest.storage.iceberg_catalog import pyiceberg_s3
+    from eos_ingest.storage.iceberg.catalog import pyiceberg_s3
     from eos_ingest.storage.object_stores import S3Access
 
     catalog = IcebergCatalog("eos_lake", "postgresql+psycopg://eos@db/control", "s3a://lake/wh")

@@ -1,7 +1,7 @@
 """The one retry of a write that lost a race (storage/lost_races.py), with plain callables for the
 stage and its commit: what is tried again, how often, and which error ends it. The formats' own
-races are in the integration tests (test_write_conflicts.py, test_staged_write.py,
-test_iceberg_publish.py); this pins the loop's rules."""
+races are in the integration tests (test_write_conflicts.py, delta/test_staged_write.py,
+iceberg/test_format.py); this pins the loop's rules."""
 
 from __future__ import annotations
 
