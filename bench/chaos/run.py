@@ -49,7 +49,7 @@ from bench.chaos.unknown_outcomes import (
 # Delta write and the commit, held there by the job's pause hook so the kill cannot miss it).
 TARGETS = ("plan", "read", "gate", "write", "written", "commit")
 PAUSE_ENV = "EOS_FAULT_PAUSE_BEFORE_COMMIT"
-# maintain pauses here with its VACUUM lock held (eos_ingest.storage.delta.maintenance.PAUSE_UNDER_VACUUM_LOCK_ENV):
+# maintain pauses here with its VACUUM lock held (eos_ingest.storage.maintain_deletes.PAUSE_UNDER_VACUUM_LOCK_ENV):
 # a kill there leaves the lock behind, unless a batch was in flight and maintain took none.
 MAINTAIN_PAUSE_ENV = "EOS_FAULT_PAUSE_UNDER_VACUUM_LOCK"
 PIPELINE = "chaos"
@@ -797,7 +797,7 @@ class ChaosRun:
 
     def release_dead_maintain_lock(self, job: Job, wait_s: float) -> bool:
         """A shortcut of the harness when a maintain died holding the pipeline's VACUUM lock: an
-        operator waits out its lease (10 minutes, maintenance.VACUUM_LOCK_LEASE; batch attempts exit
+        operator waits out its lease (10 minutes, maintain_deletes.VACUUM_LOCK_LEASE; batch attempts exit
         75 and are retried meanwhile); the harness, which knows that the holder's process (and
         Spark's JVM, in its process group) is gone, so nothing can still delete files, releases that
         holder's lock (ControlStore.end_vacuum) so the run is not held up. Waiting `wait_s` first

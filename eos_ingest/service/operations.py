@@ -312,15 +312,16 @@ def maintain(
     retention_hours: float | None = None,
     dry_run: bool = False,
 ) -> dict[str, Any]:
-    """OPTIMIZE and VACUUM the pipeline's table and quarantine table (maintenance.maintain_tables);
+    """OPTIMIZE and VACUUM the pipeline's table and quarantine table (delta.maintenance.maintain_tables);
     on Iceberg, compaction, stale branches, expired snapshots and orphan files (_maintain_iceberg).
 
     The VACUUM retention is checked against the pipeline's planned batches first
-    (maintenance.vacuum_retention_hours): a retention that a planned batch may still need raises
+    (maintain_deletes.vacuum_retention_hours): a retention that a planned batch may still need raises
     ConfigError before anything is changed; and again, under the pipeline's VACUUM lock, when
     VACUUM is due (MaintenanceBusyError if a batch planned since then needs more). `spark` may be
     None for a dry run."""
-    from eos_ingest.storage.delta.maintenance import maintain_table, maintain_tables, vacuum_retention_hours
+    from eos_ingest.storage.delta.maintenance import maintain_table, maintain_tables
+    from eos_ingest.storage.maintain_deletes import vacuum_retention_hours
 
     planned = store.planned_batches(config.name)
     hours = vacuum_retention_hours(planned, retention_hours)

@@ -29,7 +29,7 @@ STALE_HOURS_ENV = "EOS_STALE_BATCH_HOURS"
 # The ingest and backfill DAGs' spark_ingest runs at most 4 hours a try, 3 tries a minute apart:
 # past 12 hours no attempt Airflow started is still running.
 DEFAULT_STALE_HOURS = 12.0
-# VACUUM's floor while a batch is planned (maintenance.DEFAULT_RETENTION_HOURS; not imported:
+# VACUUM's floor while a batch is planned (maintain_deletes.DEFAULT_RETENTION_HOURS; not imported:
 # the storage layer sits below this one only for the batch's own steps).
 _RETENTION_FLOOR_HOURS = 168
 

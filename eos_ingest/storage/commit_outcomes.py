@@ -1,6 +1,6 @@
 """What a table commit's error says about the commit: by the Java exception's class (and its
 causes'), read through py4j, never by its message's text. Iceberg's catalogs (outcome) and Delta's
-log (delta_outcome_unknown).
+log (delta_outcome_unknown; is_delta_conflict, a commit that lost to a concurrent one).
 
 Iceberg:
 
@@ -119,7 +119,7 @@ def delta_outcome_unknown(exc: BaseException) -> bool:
     may be decided already: the coordinator's entry is the commit (JdbcLogStore: a connection that
     dropped after the row was written, both tries of its statement failing; or its N.json copy
     failing after the entry, which Delta then reports as a missing file). Delta's conflicts are
-    told apart before this (writer.is_conflict)."""
+    told apart before this (is_delta_conflict)."""
     throwable = java_throwable(exc)
     if throwable is None:
         return False
@@ -133,6 +133,36 @@ def delta_outcome_unknown(exc: BaseException) -> bool:
         if names & DELTA_UNKNOWN_CLASSES:
             return True
     return False
+
+
+# Delta's concurrent-modification errors: another commit won the race, this one changed nothing.
+DELTA_CONFLICTS = (
+    "DeltaConcurrentModificationException",
+    "ConcurrentWriteException",
+    "MetadataChangedException",
+    "ProtocolChangedException",
+    "ConcurrentAppendException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentTransactionException",
+)
+
+
+def is_delta_conflict(exc: BaseException) -> bool:
+    """True for Delta's concurrent-modification errors (another commit won the race): a batch's
+    replace (storage/delta/writer.py) and maintain's OPTIMIZE (storage/delta/maintenance.py) lost
+    it, and try again (storage/lost_races.py).
+
+    delta.exceptions turns them into Python classes only once it is imported (the writer and
+    OPTIMIZE import it before they write); a raw Py4JJavaError of one of them counts too.
+    """
+    from delta.exceptions import base  # noqa: PLC0415 delta-spark imports pyspark: only once a Delta commit failed
+
+    if isinstance(exc, tuple(getattr(base, name) for name in DELTA_CONFLICTS)):
+        return True
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else ""
+    return any(text.startswith(f"io.delta.exceptions.{name}:") for name in DELTA_CONFLICTS)
 
 
 def describe(exc: BaseException) -> str:

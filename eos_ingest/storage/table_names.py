@@ -23,7 +23,6 @@ from urllib.parse import urlsplit
 
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.config.table_location import TableLocation, is_object_store
-from eos_ingest.storage.iceberg.catalog import catalog_name
 from eos_ingest.storage.object_stores import table_uri
 
 TABLE, QUARANTINE = "table", "quarantine"
@@ -49,6 +48,12 @@ def location_dataset(location: TableLocation) -> tuple[str, str]:
         uri = urlsplit(str(location))
         return f"s3://{uri.netloc}", uri.path.strip("/")
     return "file", str(location)
+
+
+def catalog_name(config: PipelineConfig) -> str:
+    """The pipeline's Iceberg catalog's name in Spark (and in a JDBC catalog's rows), from the
+    config alone (storage/iceberg/catalog.py registers it under this name)."""
+    return f"eos_{config.name}"
 
 
 def delta_name(location: TableLocation) -> TableName:

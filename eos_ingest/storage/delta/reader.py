@@ -1,5 +1,5 @@
 """Delta behind storage/table_reader.TableReader: a pipeline's Delta tables read with delta-rs (no
-JVM, and other code than the writer's), their figures from the Delta log (storage/delta/maintenance.py)."""
+JVM, and other code than the writer's), their figures from the Delta log (storage/delta/figures.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.config.table_location import TableLocation
 from eos_ingest.control.store import Batch
 from eos_ingest.storage.batch_rows import batch_filter, pruning_predicate, rows_filter, select_batch
-from eos_ingest.storage.delta.maintenance import last_maintenance, table_figures
+from eos_ingest.storage.delta.figures import last_maintenance, table_figures
 from eos_ingest.storage.object_stores import delta_rs_table
 from eos_ingest.storage.table_names import TableName, output_names
 

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING
 
 from eos_ingest.errors import PartialWriteError, WriteError
 from eos_ingest.plan.ranges import PlannedRange
-from eos_ingest.storage.commit_outcomes import delta_outcome_unknown, describe
+from eos_ingest.storage.commit_outcomes import delta_outcome_unknown, describe, is_delta_conflict
 from eos_ingest.storage.lost_races import DEFAULT_BACKOFF_S, commit_checked
+from eos_ingest.storage.replace_predicate import ranges_predicate
 from eos_ingest.storage.object_stores import delta_rs_uri, storage_options
 from eos_ingest.storage.delta.staged_write import StagedReplace, stage_replace
 from eos_ingest.storage.table_format import ReplaceResult, Txn
@@ -45,49 +46,6 @@ _TABLE_CONSTRAINT = re.compile(
     r"DELTA_VIOLATE_CONSTRAINT_WITH_VALUES\] CHECK constraint (?!EXPRESSION\()(\S+)"
 )
 _NOT_NULL_VIOLATED = "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def ranges_predicate(ranges: Sequence[PlannedRange]) -> str:
-    """SQL predicate matching exactly the identities inside `ranges` (empty ranges included)."""
-    if not ranges:
-        raise ValueError("ranges_predicate needs at least one range")
-    clauses = [
-        f"(kafka_topic = {_sql_string(r.topic)} AND kafka_partition = {int(r.partition)}"
-        f" AND kafka_offset >= {int(r.start)} AND kafka_offset < {int(r.end)})"
-        for r in sorted(ranges, key=lambda r: (r.topic, r.partition))
-    ]
-    return " OR ".join(clauses)
-
-
-_CONFLICTS = (
-    "DeltaConcurrentModificationException",
-    "ConcurrentWriteException",
-    "MetadataChangedException",
-    "ProtocolChangedException",
-    "ConcurrentAppendException",
-    "ConcurrentDeleteReadException",
-    "ConcurrentDeleteDeleteException",
-    "ConcurrentTransactionException",
-)
-
-
-def is_conflict(exc: BaseException) -> bool:
-    """True for Delta's concurrent-modification errors (another commit won the race).
-
-    delta.exceptions turns them into Python classes only once it is imported (replace_ranges
-    imports it before writing); a raw Py4JJavaError of one of them counts too.
-    """
-    from delta.exceptions import base
-
-    if isinstance(exc, tuple(getattr(base, name) for name in _CONFLICTS)):
-        return True
-    java = getattr(exc, "java_exception", None)
-    text = str(java.toString()) if java is not None else ""
-    return any(text.startswith(f"io.delta.exceptions.{name}:") for name in _CONFLICTS)
 
 
 def commit_marker(batch_id: int, fence: int | None = None) -> str:
@@ -232,7 +190,7 @@ def commit_staged(
     try:
         staged, version, made = commit_checked(
             stage_once,
-            lost=is_conflict,
+            lost=is_delta_conflict,
             what=what,
             check=check,
             before_write=before_write,

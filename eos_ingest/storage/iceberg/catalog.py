@@ -29,6 +29,7 @@ from eos_ingest.errors import ConfigError
 from eos_ingest.extras import needs_extra
 from eos_ingest.storage.iceberg.rest_auth import SECRET_PROPERTIES, properties_from_env
 from eos_ingest.storage.object_stores import S3Access
+from eos_ingest.storage.table_names import catalog_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,11 +47,6 @@ SQLITE_BUSY_TIMEOUT_MS = "30000"
 # pooled connection that a restart ended failed the publish: with these, a restart is a reconnect
 # (tests/integration/batch/test_postgres_restart.py).
 POSTGRES_RESTART_STATES = "57P01,57P02,57P03"
-
-
-def catalog_name(config: PipelineConfig) -> str:
-    """The pipeline's catalog's name in Spark (and in a JDBC catalog's rows), from the config alone."""
-    return f"eos_{config.name}"
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from eos_ingest.storage.iceberg.markers import marker, newest_write
 from eos_ingest.storage.iceberg.schema import evolve_table, fill_missing, spark_schema
 from eos_ingest.storage.lost_races import DEFAULT_BACKOFF_S, commit_checked
 from eos_ingest.storage.table_format import ReplaceResult, StagedWrite, Txn
-from eos_ingest.storage.delta.writer import ranges_predicate
+from eos_ingest.storage.replace_predicate import ranges_predicate
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

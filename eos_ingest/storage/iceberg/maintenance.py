@@ -57,7 +57,7 @@ from eos_ingest.extras import needs_extra
 from eos_ingest.storage.iceberg.branch import BRANCH_PREFIX
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from eos_ingest.storage.lost_races import retry_lost_races
-from eos_ingest.storage.delta.maintenance import under_vacuum_lock
+from eos_ingest.storage.maintain_deletes import under_vacuum_lock
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -120,7 +120,7 @@ def maintain_iceberg_tables(
     """Maintain the Iceberg tables `tables` (name -> namespace.table) of `catalog` (see the
     module). Returns per name the figures before and after and what each step did (None for a
     table not created yet). MaintenanceBusyError, after compaction, when a batch planned since
-    maintain started needs more retention than asked for (as maintenance.maintain_tables)."""
+    maintain started needs more retention than asked for (as Delta's, delta/maintenance.py)."""
     catalog.ensure(spark)
     loaded: dict[str, Any] = {}
     reports: dict[str, Any] = {}

@@ -7,7 +7,8 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from eos_ingest.storage.delta.maintenance import last_maintenance, maintain_table, table_figures
+from eos_ingest.storage.delta.figures import last_maintenance, table_figures
+from eos_ingest.storage.delta.maintenance import maintain_table
 
 
 def test_figures_count_the_current_version_s_files_and_none_without_a_table(tmp_path: Path) -> None:

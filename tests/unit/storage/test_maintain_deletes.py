@@ -1,4 +1,4 @@
-"""The VACUUM retention keeps what a planned batch may still read (maintenance.vacuum_retention_hours)."""
+"""The VACUUM retention keeps what a planned batch may still read (maintain_deletes.vacuum_retention_hours)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from eos_ingest.control.store import Batch, BatchKind
 from eos_ingest.errors import ConfigError
-from eos_ingest.storage.delta.maintenance import DEFAULT_RETENTION_HOURS, vacuum_retention_hours
+from eos_ingest.storage.maintain_deletes import DEFAULT_RETENTION_HOURS, vacuum_retention_hours
 from tests.fixtures.batches import batch_row
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
