@@ -1,7 +1,12 @@
 """The table formats eos-ingest writes, by name: a pipeline's output table is one of these
 (`output.format`: Delta, the default, or Iceberg in the pipeline's catalog). output_format is what
 a batch writes through (table_format.TableFormat); output_reader what reads the published tables
-(table_reader.TableReader: verify, the audit, the Ingestion page)."""
+(table_reader.TableReader: verify, the audit, the Ingestion page).
+
+The one module of storage/'s shared level that imports the format folders: a registry must name
+its implementations, so that the batch, the audit and verify choose a format by the config alone
+and import none themselves (pyproject.toml's import-linter contracts: the formats import none of
+each other, the other shared modules neither of them)."""
 
 from __future__ import annotations
 
