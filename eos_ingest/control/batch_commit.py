@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, and_, update
 
 from eos_ingest.control import queries as q
-from eos_ingest.control.queries import Batch
+from eos_ingest.control.batches import Batch
 from eos_ingest.control.schema import BatchKind, BatchStatus, batches, utc_now
 from eos_ingest.errors import FencedError
 

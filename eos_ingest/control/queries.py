@@ -7,12 +7,12 @@ transaction starts and ends.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Row, and_, insert, select, text, update
 
+from eos_ingest.control.batches import Batch, RangeRecord
 from eos_ingest.control.schema import (
     BatchKind,
     BatchStatus,
@@ -26,44 +26,6 @@ from eos_ingest.control.schema import (
 from eos_ingest.errors import BatchStateError, FencedError, PlanError
 from eos_ingest.plan.identity import TopicIdentity
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
-
-
-@dataclass(frozen=True)
-class Batch:
-    """One row of eos_batches with its ranges (sorted by topic, partition)."""
-
-    batch_id: int
-    pipeline: str
-    kind: BatchKind
-    status: BatchStatus
-    fence: int
-    records_read: int | None
-    records_written: int | None
-    records_quarantined: int | None
-    delta_version: int | None
-    quarantine_delta_version: int | None
-    dq_success: bool | None
-    dq_result: str | None
-    dq_report_path: str | None
-    override_note: str | None
-    error: str | None
-    airflow_run_id: str | None
-    created_at: datetime
-    updated_at: datetime
-    committed_at: datetime | None
-    ranges: tuple[PlannedRange, ...]
-    # The Kafka topic id each range was planned under, aligned with `ranges` (None: not recorded).
-    range_topic_ids: tuple[str | None, ...] = ()
-
-
-@dataclass(frozen=True)
-class RangeRecord:
-    """One range of one batch as recorded: for `verify`, which must tell topic incarnations apart."""
-
-    batch_id: int
-    committed: bool
-    range: PlannedRange
-    topic_id: str | None
 
 
 def lock_pipeline(conn: Connection, pipeline: str) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from sqlalchemy import Connection, insert, update
 
 from eos_ingest.control import queries as q
-from eos_ingest.control.queries import Batch
+from eos_ingest.control.batches import Batch
 from eos_ingest.control.schema import BatchKind, BatchStatus, batches, offsets, utc_now
 from eos_ingest.plan import data_loss
 from eos_ingest.plan.identity import KafkaIdentity, check_identities

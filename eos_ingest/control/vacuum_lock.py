@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, delete, insert, select, update
 
 from eos_ingest.control import queries as q
-from eos_ingest.control.queries import Batch
+from eos_ingest.control.batches import Batch
 from eos_ingest.control.schema import BatchStatus, batches, utc_now, vacuum_locks
 from eos_ingest.errors import MaintenanceBusyError
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from eos_ingest.config.pipeline import PipelineConfig
-from eos_ingest.control.queries import RangeRecord
+from eos_ingest.control.batches import RangeRecord
 from eos_ingest.errors import KafkaUnavailableError
 from eos_ingest.kafka.offsets import fetch_snapshot
 from eos_ingest.plan.ranges import PlannedRange, merge_ranges

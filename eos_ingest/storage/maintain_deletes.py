@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from eos_ingest.control.store import Batch, ControlStore
+from eos_ingest.control.batches import Batch
+from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import ConfigError, MaintenanceBusyError
 from eos_ingest.fault_points import pause_if_asked
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from eos_ingest.control.store import Batch
+    from eos_ingest.control.batches import Batch
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.config.table_location import TableLocation
-from eos_ingest.control.store import Batch
+from eos_ingest.control.batches import Batch
 from eos_ingest.storage.batch_rows import batch_filter, pruning_predicate, rows_filter, select_batch
 from eos_ingest.storage.delta.figures import last_maintenance, table_figures
 from eos_ingest.storage.object_stores import delta_rs_table

@@ -50,7 +50,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from eos_ingest.control.schema import BatchStatus
-from eos_ingest.control.store import Batch, ControlStore
+from eos_ingest.control.batches import Batch
+from eos_ingest.control.store import ControlStore
 from eos_ingest.control.vacuum_lock import ABANDONED_IN_FLIGHT
 from eos_ingest.errors import BatchStateError, MaintenanceBusyError
 from eos_ingest.extras import needs_extra

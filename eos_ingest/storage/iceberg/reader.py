@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from eos_ingest.config.pipeline import PipelineConfig
-from eos_ingest.control.store import Batch
+from eos_ingest.control.batches import Batch
 from eos_ingest.extras import needs_extra
 from eos_ingest.storage.batch_rows import batch_topics, select_batch
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eos_ingest.control.queries import RangeRecord
+from eos_ingest.control.batches import RangeRecord
 from eos_ingest.errors import ClusterMismatchError, PlanError, TopicRecreatedError
 from eos_ingest.plan.identity import KafkaIdentity, TopicIdentity, check_batch_identity, check_identities
 from eos_ingest.plan.ranges import PlannedRange

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from eos_ingest.control.queries import Batch
+from eos_ingest.control.batches import Batch
 from eos_ingest.control.schema import BatchStatus
 from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.storage import batch_rows
