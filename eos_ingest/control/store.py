@@ -20,9 +20,9 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from eos_ingest.control import backfill, batch_commit, lag_samples, offset_reset, scheduled_plan, vacuum_lock
 from eos_ingest.control import queries as q
+from eos_ingest.control.batches import Batch, RangeRecord
 from eos_ingest.control.engine import TransactionRunner
 from eos_ingest.control.lag_samples import LagSample
-from eos_ingest.control.batches import Batch, RangeRecord
 from eos_ingest.control.schema import BatchKind, BatchStatus, batches, utc_now
 from eos_ingest.control.schema import ensure_schema as _ensure_schema
 from eos_ingest.errors import BatchStateError

@@ -89,8 +89,8 @@ def check_tables(config: PipelineConfig) -> None:
     table has a Delta feature (storage/delta/table_features.py) or an Iceberg property
     (storage/iceberg/properties.py) a batch's staged replace refuses."""
     if config.output.format == "iceberg":
-        from eos_ingest.storage.iceberg.properties import check_pyiceberg
         from eos_ingest.storage.iceberg.catalog import IcebergCatalog
+        from eos_ingest.storage.iceberg.properties import check_pyiceberg
 
         catalog = IcebergCatalog.of(config).pyiceberg()
         for table in config.output_tables:
@@ -351,8 +351,8 @@ def _maintain_iceberg(
 ) -> dict[str, Any]:
     """maintain of an Iceberg pipeline: compaction, stale branches, expired snapshots and orphan
     files of its table and quarantine table (storage/iceberg/maintenance.py)."""
-    from eos_ingest.storage.iceberg.maintenance import dry_run_iceberg_tables, maintain_iceberg_tables
     from eos_ingest.storage.iceberg.catalog import IcebergCatalog
+    from eos_ingest.storage.iceberg.maintenance import dry_run_iceberg_tables, maintain_iceberg_tables
 
     catalog = IcebergCatalog.of(config)
     table, quarantine = config.output_tables
@@ -361,9 +361,7 @@ def _maintain_iceberg(
         return dry_run_iceberg_tables(store, catalog, tables)
     if spark is None:
         raise ValueError("maintain needs a Spark session unless dry_run")
-    return maintain_iceberg_tables(
-        spark, store, config.name, catalog, tables, retention_hours
-    )
+    return maintain_iceberg_tables(spark, store, config.name, catalog, tables, retention_hours)
 
 
 def pipeline_status(config: PipelineConfig, store: ControlStore, *, batches: int = 10) -> dict[str, Any]:

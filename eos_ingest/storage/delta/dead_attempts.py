@@ -28,6 +28,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
 from eos_ingest.config.table_location import TableLocation
 
 log = logging.getLogger(__name__)
@@ -44,8 +48,6 @@ def delete_dead_attempt_files(
     table-relative paths deleted. [] for a table on an object store, or without that version."""
     if not isinstance(location, Path) or commit_version is None:
         return []
-    from deltalake import DeltaTable
-
     root = Path(location)
     commit = root / "_delta_log" / f"{commit_version:020d}.json"
     if not commit.is_file() or not DeltaTable.is_deltatable(str(root)):
@@ -69,8 +71,6 @@ def delete_dead_attempt_files(
 
 def _current_files(delta: Any) -> set[str]:
     """The table-relative paths of the current version's files."""
-    import pyarrow as pa
-
     return {unquote(str(p)) for p in pa.table(delta.get_add_actions()).column("path").to_pylist()}
 
 
@@ -90,8 +90,6 @@ def _named_since(root: Path, start: float) -> set[str]:
 
 def _only_batch(path: Path, batch_id: int) -> bool:
     """True when every row group of the file has `batch_id` statistics of min = max = batch_id."""
-    import pyarrow.parquet as pq
-
     try:
         meta = pq.ParquetFile(path).metadata
     except Exception:  # not a whole Parquet file (an attempt killed while writing it): not ours to judge

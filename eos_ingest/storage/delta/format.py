@@ -39,7 +39,7 @@ class DeltaFormat:
 
     def table_schema(self, spark: SparkSession, path: str) -> StructType | None:
         """The Delta table's schema, read from its log on the driver; None when there is no table."""
-        from delta.tables import DeltaTable
+        from delta.tables import DeltaTable  # noqa: PLC0415 delta-spark imports pyspark, which the CLI and the audit, importing this module through table_formats, may never use
 
         if not DeltaTable.isDeltaTable(spark, path):
             return None

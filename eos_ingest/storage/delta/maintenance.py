@@ -18,6 +18,9 @@ import logging
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+import delta.exceptions  # noqa: F401  (installs the conversion of Delta's conflict errors)
+from delta.tables import DeltaTable as SparkDeltaTable
+
 from eos_ingest.config.table_location import TableLocation
 from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import MaintenanceBusyError
@@ -105,8 +108,6 @@ def _optimize(spark: SparkSession, location: TableLocation) -> dict[str, Any]:
     """OPTIMIZE (compaction) of one table, retried on Delta's concurrent-modification errors: a
     batch's replace that commits while OPTIMIZE rewrites the files it removes wins, and OPTIMIZE,
     which changed nothing, starts over from the new version. Past the tries MaintenanceBusyError."""
-    import delta.exceptions  # noqa: F401  (installs the conversion of Delta's conflict errors)
-    from delta.tables import DeltaTable as SparkDeltaTable
 
     def compact() -> dict[str, Any]:
         rows = SparkDeltaTable.forPath(spark, str(location)).optimize().executeCompaction()
@@ -120,7 +121,11 @@ def _optimize(spark: SparkSession, location: TableLocation) -> dict[str, Any]:
         )
 
     optimized, attempts = retry_lost_races(
-        compact, lost=is_delta_conflict, tries=OPTIMIZE_ATTEMPTS, what=f"OPTIMIZE of {location}", give_up=give_up
+        compact,
+        lost=is_delta_conflict,
+        tries=OPTIMIZE_ATTEMPTS,
+        what=f"OPTIMIZE of {location}",
+        give_up=give_up,
     )
     wanted = ("numFilesAdded", "numFilesRemoved", "partitionsOptimized")
     return {**{k: optimized.get(k) for k in wanted}, "attempts": attempts}
@@ -128,8 +133,6 @@ def _optimize(spark: SparkSession, location: TableLocation) -> dict[str, Any]:
 
 def _vacuum(spark: SparkSession, location: TableLocation, retention_hours: float) -> dict[str, Any]:
     """VACUUM of one table with a retention vacuum_retention_hours allowed; the figures after it."""
-    from delta.tables import DeltaTable as SparkDeltaTable
-
     table = SparkDeltaTable.forPath(spark, str(location))
     previous = {key: spark.conf.get(key, None) for key in (_RETENTION_CHECK, _VACUUM_LOGGING)}
     try:

@@ -26,11 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
 from eos_ingest.errors import ConfigError
 from eos_ingest.storage.delta import table_features
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -75,10 +78,7 @@ class StagedReplace:
         Spark job (0.05-0.15 s for 950,000 rows, against ~0.8 s). None where pyarrow cannot stand
         in for Spark's read, and the caller reads them back with Spark: files not on a local disk,
         or a column not in the files (a partition value only in a folder's name)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.dataset as ds
-        from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415 pyspark, which the CLI and the audit, importing this module through table_formats, may never use
 
         files = _local_files(self.path, self.added_paths)
         if not files:

@@ -86,7 +86,7 @@ def check(where: str, shape: TableShape) -> None:
 
 def check_location(location: TableLocation) -> None:
     """check() on the table's log as delta-rs reads it; nothing to check when there is no table."""
-    from deltalake.exceptions import DeltaProtocolError
+    from deltalake.exceptions import DeltaProtocolError  # noqa: PLC0415 delta-rs: loaded where a Delta log is read, not by every process that imports this module through table_formats
 
     try:
         table = delta_rs_table(location)

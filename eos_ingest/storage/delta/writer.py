@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 from eos_ingest.errors import PartialWriteError, WriteError
 from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.storage.commit_outcomes import delta_outcome_unknown, describe, is_delta_conflict
-from eos_ingest.storage.lost_races import DEFAULT_BACKOFF_S, commit_checked
-from eos_ingest.storage.replace_predicate import ranges_predicate
-from eos_ingest.storage.object_stores import delta_rs_uri, storage_options
 from eos_ingest.storage.delta.staged_write import StagedReplace, stage_replace
+from eos_ingest.storage.lost_races import DEFAULT_BACKOFF_S, commit_checked
+from eos_ingest.storage.object_stores import delta_rs_uri, storage_options
+from eos_ingest.storage.replace_predicate import ranges_predicate
 from eos_ingest.storage.table_format import ReplaceResult, Txn
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ def commit_staged(
     version is the one Delta's own commit returned (a commit coordinator's too), read from the log
     only when this try committed nothing.
     """
-    import delta.exceptions  # noqa: F401  (installs the conversion of Delta's conflict errors)
+    import delta.exceptions  # noqa: F401, PLC0415 installs the conversion of Delta's conflict errors; delta-spark imports pyspark, which the CLI and the audit, importing this module through table_formats, may never use
 
     what = f"Delta replace of batch {batch_id} into {path}"
     try:
@@ -241,7 +241,7 @@ def version_written_by(path: str, batch_id: int) -> tuple[int, int | None]:
     records, a quarantine with no bad rows), and then the table's current version holds the batch.
     The log is read with delta-rs: milliseconds, where Spark's history() ran a job per write.
     """
-    from deltalake import DeltaTable
+    from deltalake import DeltaTable  # noqa: PLC0415 delta-rs: loaded where a Delta log is read, not by every process that imports this module through table_formats
 
     history = DeltaTable(delta_rs_uri(path), storage_options=storage_options(path)).history(HISTORY_DEPTH)
     commits = [(int(c["version"]), _MARKER.fullmatch(str(c.get("userMetadata") or ""))) for c in history]

@@ -100,8 +100,8 @@ class StagedBranch:
         if ref is None or (self.pyiceberg_at is None and urlparse(location).scheme not in ("", "file")):
             return None
         try:  # pyiceberg: the optional `iceberg` extra; without it the gate reads with Spark
-            from pyiceberg.expressions import EqualTo
-            from pyiceberg.table import StaticTable
+            from pyiceberg.expressions import EqualTo  # noqa: PLC0415 pyiceberg is the optional iceberg extra, imported where an Iceberg table is read
+            from pyiceberg.table import StaticTable  # noqa: PLC0415 pyiceberg is the optional iceberg extra, imported where an Iceberg table is read
         except ImportError:
             return None
         # pydantic models: mypy misreads their constructors without pydantic's plugin.

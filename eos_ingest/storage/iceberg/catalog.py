@@ -149,7 +149,7 @@ class IcebergCatalog:
         jdbc catalog's database, a RestCatalog on the rest server with the same credentials."""
         if self.type == "rest":
             with needs_extra("iceberg", "reading an Iceberg table without Spark (verify, the audit)"):
-                from pyiceberg.catalog.rest import RestCatalog
+                from pyiceberg.catalog.rest import RestCatalog  # noqa: PLC0415 pyiceberg is the optional iceberg extra, imported where an Iceberg table is read
 
             try:
                 return RestCatalog(self.name, **self.properties())
@@ -157,7 +157,7 @@ class IcebergCatalog:
                 self._refused(exc)
                 raise
         with needs_extra("iceberg", "reading an Iceberg table without Spark (verify, the audit)"):
-            from pyiceberg.catalog.sql import SqlCatalog
+            from pyiceberg.catalog.sql import SqlCatalog  # noqa: PLC0415 pyiceberg is the optional iceberg extra, imported where an Iceberg table is read
         assert self.warehouse is not None
         found = {"uri": self.uri, "warehouse": _pyiceberg_warehouse(self.warehouse)}
         if is_object_store(self.warehouse):  # pyarrow's S3 client, with the same AWS_* access
@@ -174,7 +174,7 @@ class IcebergCatalog:
         if self.type == "rest":
             return self.pyiceberg().load_table(table)
         with needs_extra("iceberg", "reading an Iceberg table without Spark (the gate)"):
-            from pyiceberg.table import StaticTable
+            from pyiceberg.table import StaticTable  # noqa: PLC0415 pyiceberg is the optional iceberg extra, imported where an Iceberg table is read
         found = pyiceberg_s3(S3Access.from_env()) if is_object_store(metadata_location) else {}
         return StaticTable.from_metadata(metadata_location, properties=found)
 

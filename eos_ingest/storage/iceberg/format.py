@@ -19,9 +19,11 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
+from pyspark.errors import AnalysisException
+from pyspark.sql.functions import col, partitioning
+
 from eos_ingest.config import partition_transforms
 from eos_ingest.errors import PartialWriteError
-from eos_ingest.storage.iceberg.properties import check_java
 from eos_ingest.storage.commit_outcomes import describe, outcome
 from eos_ingest.storage.iceberg.branch import (
     PublishConflictError,
@@ -33,10 +35,11 @@ from eos_ingest.storage.iceberg.branch import (
 )
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from eos_ingest.storage.iceberg.markers import marker, newest_write
+from eos_ingest.storage.iceberg.properties import check_java
 from eos_ingest.storage.iceberg.schema import evolve_table, fill_missing, spark_schema
 from eos_ingest.storage.lost_races import DEFAULT_BACKOFF_S, commit_checked
-from eos_ingest.storage.table_format import ReplaceResult, StagedWrite, Txn
 from eos_ingest.storage.replace_predicate import ranges_predicate
+from eos_ingest.storage.table_format import ReplaceResult, StagedWrite, Txn
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -132,8 +135,6 @@ class IcebergFormat:
     def _table(self, spark: SparkSession, rows: DataFrame, path: str, partition_by: Sequence[str]) -> Any:
         """The table `path`, created from the rows' schema if absent (a first snapshot, empty, on
         main: a branch is cut from it). Two first writers: one creates it, the other uses it."""
-        from pyspark.errors import AnalysisException
-
         catalog = self.catalog
         catalog.ensure(spark)
         namespace = path.split(".")[0]
@@ -259,8 +260,6 @@ class IcebergFormat:
 def partition_field(spelt: str) -> Any:
     """The Spark column of one `output.partition_by` entry: a column, or a transform of one as
     config/partition_transforms.py spells it (day(c) -> partitioning.days(c), bucket(N, c) ...)."""
-    from pyspark.sql.functions import col, partitioning  # pyspark: only in a Spark job
-
     transform = partition_transforms.parse(spelt)
     if transform is None:
         return col(spelt)

@@ -49,8 +49,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from eos_ingest.control.schema import BatchStatus
 from eos_ingest.control.batches import Batch
+from eos_ingest.control.schema import BatchStatus
 from eos_ingest.control.store import ControlStore
 from eos_ingest.control.vacuum_lock import ABANDONED_IN_FLIGHT
 from eos_ingest.errors import BatchStateError, MaintenanceBusyError
@@ -256,7 +256,7 @@ def dry_run_iceberg_tables(
     """What maintain would start from, read with pyiceberg (no Spark, nothing changes): main's
     figures and the branches it would remove (None for a table not created yet)."""
     with needs_extra("iceberg", "maintain --dry-run of an Iceberg table"):
-        from pyiceberg.exceptions import NoSuchTableError
+        from pyiceberg.exceptions import NoSuchTableError  # noqa: PLC0415 pyiceberg is the optional iceberg extra, imported where an Iceberg table is read
 
     reading = catalog.pyiceberg()
     reports: dict[str, Any] = {}
@@ -295,7 +295,7 @@ def remove_batch_branches(catalog: IcebergCatalog, tables: dict[str, str], batch
     `<table>:<branch>`. For a batch no attempt may publish any more (abandoned): an attempt still
     running then finds its branch gone and publishes nothing. Its files stay until maintain's
     expire_snapshots and remove_orphan_files, which delete them past the retention."""
-    from pyiceberg.exceptions import NoSuchTableError
+    from pyiceberg.exceptions import NoSuchTableError  # noqa: PLC0415 pyiceberg is the optional iceberg extra, imported where an Iceberg table is read
 
     reading = catalog.pyiceberg()
     removed = []

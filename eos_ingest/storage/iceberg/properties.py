@@ -53,7 +53,7 @@ def check(table: str, summary: Mapping[str, str]) -> None:
 def check_pyiceberg(catalog: Any, table: str) -> None:
     """check() on `table` (namespace.table) as pyiceberg's `catalog` loads it; nothing to check
     when the table does not exist yet or main has no snapshot."""
-    from pyiceberg.exceptions import NoSuchTableError
+    from pyiceberg.exceptions import NoSuchTableError  # noqa: PLC0415 pyiceberg is the optional iceberg extra, imported where an Iceberg table is read
 
     try:
         loaded = catalog.load_table(table)

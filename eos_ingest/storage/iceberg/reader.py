@@ -40,8 +40,7 @@ def batch_expression(batch: Batch, few_ranges: bool) -> Any:
     """The batch's rows as a pyiceberg row filter (storage/batch_rows.py's selection): its id or its
     ranges (few_ranges), else its id or a topic of its ranges (a superset in_batch narrows). The
     scan plans with it (manifest and file statistics), and filters the rows it reads."""
-    # pyiceberg: the optional `iceberg` extra, imported only where an Iceberg table is read.
-    import pyiceberg.expressions
+    import pyiceberg.expressions  # noqa: PLC0415 pyiceberg is the optional iceberg extra, imported where an Iceberg table is read
 
     # Its expressions are pydantic models, whose constructors mypy misreads without pydantic's plugin.
     e: Any = pyiceberg.expressions
@@ -107,7 +106,7 @@ class IcebergReader:
     def open(self, which: str) -> PublishedIceberg | None:
         # pyiceberg: the optional `iceberg` extra, imported only where an Iceberg table is read.
         with needs_extra("iceberg", "reading an Iceberg table without Spark (verify, the audit)"):
-            from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+            from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError  # noqa: PLC0415 pyiceberg is the optional iceberg extra, imported where an Iceberg table is read
 
         if self._pyiceberg is None:
             self._pyiceberg = self.catalog.pyiceberg()  # one catalog (one engine, one sign-in) per reader

@@ -20,9 +20,11 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +35,6 @@ SCHEMA_ATTEMPTS = 3
 
 def spark_schema(spark: SparkSession, table: Any) -> StructType:
     """The table's current schema (an org.apache.iceberg.Table's) as Spark reads it."""
-    from pyspark.sql.types import StructType
-
     jvm = spark._jvm
     assert jvm is not None
     converted = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(table.schema())
@@ -81,8 +81,6 @@ def evolve_table(spark: SparkSession, table: Any, rows: DataFrame) -> list[str]:
 def fill_missing(rows: DataFrame, schema: StructType) -> DataFrame:
     """`rows` with a null column for each column of the table's `schema` they lack (a column the
     table grew that this batch does not read), so the append names every column of the table."""
-    from pyspark.sql import functions as F
-
     have = {name.lower() for name in rows.columns}
     missing = [f for f in schema.fields if f.name.lower() not in have]
     if not missing:
