@@ -16,6 +16,7 @@ Generated state lives in one folder, so `rm -rf` of it is a full reset:
 from __future__ import annotations
 
 import os
+from importlib.resources import files
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -63,8 +64,6 @@ def shipped_text(file: Path) -> str:
     the import system."""
     if file.is_file():
         return file.read_text(encoding="utf-8")
-    from importlib.resources import files
-
     return files("eos_ingest").joinpath(file.relative_to(PACKAGE_DIR).as_posix()).read_text(encoding="utf-8")
 
 

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from airflow import settings
 from airflow.plugins_manager import AirflowPlugin
 
 from eos_ingest.airflow.ingestion_page import URL_PREFIX, LazyApp, build_app
@@ -54,8 +55,6 @@ def loaded_from_plugins_folder(folder: str | Path | None = None) -> bool:
     """Whether a module Airflow imported from its plugins folder (`folder`, default Airflow's own)
     holds a plugin named PLUGIN_NAME: this file under any name, or a copy of it."""
     if folder is None:
-        from airflow import settings
-
         folder = settings.PLUGINS_FOLDER
     if not folder:
         return False

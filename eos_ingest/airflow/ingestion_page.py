@@ -24,15 +24,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from eos_ingest.airflow.page_access import PipelineAccess, forbidden_reason
+import jinja2
+from airflow.configuration import conf
+from sqlalchemy.exc import SQLAlchemyError
+
+from eos_ingest.airflow.page_access import PipelineAccess, forbidden_reason, request_access
 
 if TYPE_CHECKING:
-    import jinja2
     from fastapi import FastAPI
 
     from eos_ingest.config.files import PipelineFile
@@ -54,16 +58,18 @@ DATA_DOCS_HEADERS = {
 def build_app() -> FastAPI:
     """The FastAPI app; every route needs an authenticated Airflow user, and read access to a
     pipeline's DAGs to show anything of that pipeline."""
-    from airflow.api_fastapi.core_api.security import get_user, requires_authenticated
-    from fastapi import Depends, FastAPI, HTTPException, Query, Request
-    from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
-    from starlette.exceptions import HTTPException as StarletteHTTPException
+    # Not at the plugin's load, which every Airflow process that loads plugins pays (LazyApp): the
+    # API server's modules and FastAPI, the pipeline files' config models, the Data Docs paths; the
+    # plugin's load imports only what registering it needs (Airflow has loaded Jinja2 and SQLAlchemy).
+    from airflow.api_fastapi.core_api.security import get_user, requires_authenticated  # noqa: PLC0415 the plugin's load
+    from fastapi import Depends, FastAPI, HTTPException, Query, Request  # noqa: PLC0415 the plugin's load
+    from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response  # noqa: PLC0415 the plugin's load
+    from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: PLC0415 the plugin's load
 
-    from eos_ingest.airflow.page_access import request_access
-    from eos_ingest.config import files as pipeline_files
-    from eos_ingest.errors import ConfigError
-    from eos_ingest.quality.data_docs import data_docs_root, resolve_data_docs_file
-    from eos_ingest.redact import redact_tree
+    from eos_ingest.config import files as pipeline_files  # noqa: PLC0415 the plugin's load
+    from eos_ingest.errors import ConfigError  # noqa: PLC0415 the plugin's load
+    from eos_ingest.quality.data_docs import data_docs_root, resolve_data_docs_file  # noqa: PLC0415 the plugin's load
+    from eos_ingest.redact import redact_tree  # noqa: PLC0415 the plugin's load
 
     require_user = requires_authenticated()
 
@@ -171,9 +177,7 @@ def build_app() -> FastAPI:
 
 def pipelines_dir() -> Path:
     """The DAGs' pipelines folder: $EOS_PIPELINES_DIR, else pipelines/ beside Airflow's DAGs folder."""
-    from airflow.configuration import conf
-
-    from eos_ingest.config.pipeline import default_pipelines_dir
+    from eos_ingest.config.pipeline import default_pipelines_dir  # noqa: PLC0415 the plugin's load: config models
 
     return default_pipelines_dir(Path(conf.get("core", "dags_folder")).absolute())
 
@@ -220,15 +224,12 @@ def _status(
 ) -> dict[str, Any]:
     """pipeline_status of one file, with its Airflow Kafka connection merged as the DAG does; with
     `trends`, also its lag samples and last batches for the charts (service/trends.py)."""
-    from datetime import UTC, datetime
-
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from eos_ingest.connections.kafka import config_from_airflow
-    from eos_ingest.errors import ConfigError, EosIngestError
-    from eos_ingest.redact import redact_text
-    from eos_ingest.service.status import pipeline_status, status_store
-    from eos_ingest.service.trends import pipeline_trends
+    # Not at the plugin's load: the pipeline config, the control DB and the Kafka clients.
+    from eos_ingest.connections.kafka import config_from_airflow  # noqa: PLC0415 the plugin's load
+    from eos_ingest.errors import ConfigError, EosIngestError  # noqa: PLC0415 the plugin's load
+    from eos_ingest.redact import redact_text  # noqa: PLC0415 the plugin's load
+    from eos_ingest.service.status import pipeline_status, status_store  # noqa: PLC0415 the plugin's load
+    from eos_ingest.service.trends import pipeline_trends  # noqa: PLC0415 the plugin's load
 
     if file.config is None:
         raise _Unavailable(422, file.error or "invalid pipeline file")
@@ -264,8 +265,6 @@ TEMPLATES_PACKAGE, TEMPLATES_FOLDER = "eos_ingest", "templates"  # eos_ingest/te
 def _templates() -> jinja2.Environment:
     """The pages' Jinja2 environment: templates from the installed eos_ingest package (never the
     current directory), autoescaped, None shown as an em dash, an unknown name an error."""
-    import jinja2
-
     env = jinja2.Environment(
         loader=jinja2.PackageLoader(TEMPLATES_PACKAGE, TEMPLATES_FOLDER),
         autoescape=True,
@@ -275,7 +274,7 @@ def _templates() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     # The charts and the tables format a figure with the same function, so they read the same.
-    from eos_ingest.airflow import page_charts as charts
+    from eos_ingest.airflow import page_charts as charts  # noqa: PLC0415 the plugin's load (xml.etree)
 
     env.filters.update(
         num=charts.count_text, ts=charts.time_text, age=charts.age_text, unread=charts.unread_text,
@@ -289,6 +288,6 @@ def render(template: str, **context: Any) -> str:
     """One page: index.html (rows, error, data_docs), pipeline.html (s, batches, data_docs) or
     error.html (code, message, home). Every value is redacted first (eos_ingest.redact): errors and
     batch rows may quote a URL or a setting."""
-    from eos_ingest.redact import redact_tree
+    from eos_ingest.redact import redact_tree  # noqa: PLC0415 the plugin's load
 
     return _templates().get_template(template).render(**redact_tree(context))

@@ -56,8 +56,9 @@ def operator_lineage(pipeline_file: str, run_config: PipelineConfig | None) -> A
     execution_timeout drops the event. Then the topics are named only when the file names their
     brokers (brokers_in_file); the COMPLETE or FAIL event names them in any case.
     """
-    from airflow.providers.common.compat.openlineage.facet import Dataset
-    from airflow.providers.openlineage.extractors import OperatorLineage
+    # The provider is the optional `lineage` extra: imported only when its listener calls this.
+    from airflow.providers.common.compat.openlineage.facet import Dataset  # noqa: PLC0415 optional provider
+    from airflow.providers.openlineage.extractors import OperatorLineage  # noqa: PLC0415 optional provider
 
     config = run_config or load_pipeline(pipeline_file)
     inputs, outputs = datasets(config, with_inputs=run_config is not None or brokers_in_file(config))

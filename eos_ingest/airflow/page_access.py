@@ -79,6 +79,6 @@ def pipelines_in_site(site_root: Path) -> set[str]:
 def request_access(user: Any) -> PipelineAccess:
     """The access of the request's user, asked of the API server's auth manager (the one
     `[core] auth_manager` configures; the plugin runs inside the API server)."""
-    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.app import get_auth_manager  # noqa: PLC0415 the plugin's load: the API server's, at a request
 
     return PipelineAccess(get_auth_manager(), user)

@@ -17,6 +17,8 @@ import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
+from pyspark import StorageLevel
+
 from eos_ingest.batch.quarantine_replace import QuarantineReplace
 from eos_ingest.batch.result import BatchResult
 from eos_ingest.errors import EosIngestError, FencedError, PartialWriteError
@@ -151,8 +153,6 @@ class BatchAttempt:
     def count_split(self, staged: StagedWrite) -> parser.Split:
         """This try's counts: observed by its staged write, else (a write the table format skipped,
         an observation that never arrived) counted in one more pass, cached."""
-        from pyspark import StorageLevel
-
         split = None
         if not staged.skipped and self.observation is not None:
             split = parser.observed_split(self.observation)

@@ -13,6 +13,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from pyspark import SparkFiles
+from pyspark.sql import SparkSession
+
 from eos_ingest.batch.gate_step import GateStep, QualityGate
 from eos_ingest.batch.result import BatchResult
 from eos_ingest.batch.sequence import run_fenced
@@ -43,8 +46,6 @@ def shipped_file(name: str) -> Path:
     Spark copies every --files file into the driver's SparkFiles folder at session start, in client
     and cluster mode alike; so a job started anywhere finds its pipeline file by name.
     """
-    from pyspark import SparkFiles
-
     path = Path(SparkFiles.get(check_file_name(name)))
     if not path.is_file():
         raise ConfigError(
@@ -71,8 +72,6 @@ def run_job(
     offsets read when the run starts (records produced later are the next run's), or when a plan
     finds nothing new. `gate`: QualityGate unless given.
     """
-    from pyspark.sql import SparkSession
-
     gate = gate or QualityGate()
     gate.preload()  # beside the session's start, not beside the read
     # A shipped file is on the driver only once the session has started; a path is read first,

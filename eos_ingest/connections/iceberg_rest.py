@@ -23,9 +23,9 @@ def env_from_airflow(config: PipelineConfig) -> dict[str, str]:
     conn_id = config.output.catalog.conn_id
     if config.output.format != "iceberg" or config.output.catalog.type != "rest" or conn_id is None:
         return {}
-    from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
-    from airflow.sdk.log import mask_secret
+    from airflow.sdk import BaseHook  # noqa: PLC0415 airflow is an extra: this module imports without it
+    from airflow.sdk.exceptions import AirflowNotFoundException  # noqa: PLC0415 airflow is an extra: this module imports without it
+    from airflow.sdk.log import mask_secret  # noqa: PLC0415 airflow is an extra: this module imports without it
 
     try:
         conn = BaseHook.get_connection(conn_id)

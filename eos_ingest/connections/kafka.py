@@ -190,9 +190,9 @@ def connection_settings_from_airflow(conn_id: str | None) -> dict[str, str] | No
     """
     if conn_id is None:
         return None
-    from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
-    from airflow.sdk.log import mask_secret
+    from airflow.sdk import BaseHook  # noqa: PLC0415 airflow is an extra: this module imports without it
+    from airflow.sdk.exceptions import AirflowNotFoundException  # noqa: PLC0415 airflow is an extra: this module imports without it
+    from airflow.sdk.log import mask_secret  # noqa: PLC0415 airflow is an extra: this module imports without it
 
     try:
         conn = BaseHook.get_connection(conn_id)

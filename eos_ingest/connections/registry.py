@@ -95,9 +95,9 @@ def env_from_airflow(config: PipelineConfig) -> dict[str, str]:
     registry = config.value.registry
     if registry is None or not registry.conn_id:
         return {}
-    from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
-    from airflow.sdk.log import mask_secret
+    from airflow.sdk import BaseHook  # noqa: PLC0415 airflow is an extra: this module imports without it
+    from airflow.sdk.exceptions import AirflowNotFoundException  # noqa: PLC0415 airflow is an extra: this module imports without it
+    from airflow.sdk.log import mask_secret  # noqa: PLC0415 airflow is an extra: this module imports without it
 
     try:
         conn = BaseHook.get_connection(registry.conn_id)

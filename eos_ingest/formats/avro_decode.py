@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pyspark.sql import functions as F
+
 from eos_ingest.formats.evolution_rules import Columns, avro_reader
 from eos_ingest.formats.from_avro import from_avro
 from eos_ingest.schema import registry as schema_registry
@@ -76,8 +78,6 @@ class AvroBatch:
 def frame(rows: DataFrame, column: str, id_column: str, body_column: str) -> DataFrame:
     """`rows` with the schema id and the Avro body of `column` split off: both null where the
     column is not in the wire format (null, shorter than 5 bytes, or no magic byte 0)."""
-    from pyspark.sql import functions as F
-
     data = F.col(column)
     framed_ok = data.isNotNull() & (F.length(data) >= 5) & (F.hex(F.substring(data, 1, 1)) == "00")
     return rows.select(
@@ -89,8 +89,6 @@ def frame(rows: DataFrame, column: str, id_column: str, body_column: str) -> Dat
 
 def batch_ids(framed: DataFrame, id_column: str) -> list[int]:
     """The distinct schema ids of a framed batch: one pass, a handful of values."""
-    from pyspark.sql import functions as F
-
     found = framed.where(F.col(id_column).isNotNull()).select(id_column).distinct().collect()
     return sorted(int(r[0]) for r in found)
 
@@ -172,8 +170,6 @@ def parse(
     """The output columns of the batch's reader schema, `raw_value`, `error_column` and
     `unknown_column` (see parser.parse). `config` is the batch's (schema_evolution.Evolution);
     `first_error`, when not null, is a row's reason before its value's (the key's, formats/avro_key.py)."""
-    from pyspark.sql import functions as F
-
     framed, value = batch.framed, F.col("value")
     struct = "STRUCT<" + ", ".join(f"`{n}`: {t}" for n, t in config.payload_columns) + ">"
     decoded = decode(batch.decoders, batch.reader, struct, _ID, _BODY)
@@ -207,8 +203,6 @@ def failed(decoded: str, columns: list[tuple[str, str]], required: list[str]) ->
     field is null. A field the reader schema says cannot be null tells it apart from a record
     that decoded; a reader whose fields are all nullable cannot, and an all-null record counts
     as not decoded (docs/formats.md)."""
-    from pyspark.sql import functions as F
-
     names = required or [n for n, _ in columns]
     nulls = [F.col(f"{decoded}.`{n}`").isNull() for n in names]
     return F.col(decoded).isNull() | functools.reduce(operator.or_ if required else operator.and_, nulls)
@@ -220,8 +214,6 @@ def decode(
     """CASE schema_id WHEN <id> THEN from_avro(body, <writer>, reader) ... END: only the branch
     of a row's id runs; an id without a decoder gives null, settled by the error column first.
     PERMISSIVE: a body that does not decode gives null instead of failing the job."""
-    from pyspark.sql import functions as F
-
     options = {"avroSchema": reader, "mode": "PERMISSIVE"}
     if not decoders:
         return F.lit(None).cast(struct)  # typed, so the payload columns still resolve

@@ -15,6 +15,8 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
+from pyspark.sql import functions as F
+
 from eos_ingest.formats import avro_decode
 from eos_ingest.schema import registry as schema_registry
 from eos_ingest.schema.avro import record_columns, required_fields
@@ -39,8 +41,6 @@ def decode(kafka_rows: DataFrame, config: PipelineConfig) -> DataFrame:
     """`kafka_rows` with the decoded key (KEY_DECODED, a struct of the key's reader schema) and why a
     key did not decode (KEY_ERROR; null for a good or a null key). Resolves the batch's key schema
     ids on the driver (one small Spark job)."""
-    from pyspark.sql import functions as F
-
     reader = config.metadata.key_schema
     assert reader is not None  # config/value.py derives it for key.format avro
     framed = avro_decode.frame(kafka_rows, "key", KEY_ID, KEY_BODY)
@@ -70,13 +70,9 @@ def decode(kafka_rows: DataFrame, config: PipelineConfig) -> DataFrame:
 
 def column() -> Column:
     """kafka_key: the decoded struct, null for a null key or one that did not decode."""
-    from pyspark.sql import functions as F
-
     return F.when(F.col(KEY_ERROR).isNull(), F.col(KEY_DECODED))
 
 
 def raw_key() -> Column:
     """The key's bytes of a record its key sent to quarantine; null otherwise."""
-    from pyspark.sql import functions as F
-
     return F.when(F.col(KEY_ERROR).isNotNull(), F.col("key"))

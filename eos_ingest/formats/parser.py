@@ -11,6 +11,9 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from pyspark.sql import Observation
+from pyspark.sql import functions as F
+
 from eos_ingest.formats import avro_decode, avro_key
 from eos_ingest.schema.columns import (
     CORRUPT_RECORD,
@@ -22,7 +25,7 @@ from eos_ingest.schema.columns import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, Observation
+    from pyspark.sql import Column, DataFrame
 
     from eos_ingest.config.pipeline import PipelineConfig
 
@@ -47,8 +50,6 @@ _LAST_HEADER_WINS = (
 
 
 def _meta(batch_id: int, config: PipelineConfig) -> list[Column]:
-    from pyspark.sql import functions as F
-
     key_format = config.metadata.key_format
     key = {"string": F.col("key").cast("string"), "avro": avro_key.column()}.get(key_format, F.col("key"))
     columns = [
@@ -72,8 +73,6 @@ def _meta(batch_id: int, config: PipelineConfig) -> list[Column]:
 
 def _key_error(config: PipelineConfig) -> Column | None:
     """Why a row's key did not decode (key.format avro; avro_key.decode added the column)."""
-    from pyspark.sql import functions as F
-
     return F.col(KEY_ERROR) if config.metadata.key_format == "avro" else None
 
 
@@ -83,8 +82,6 @@ def parse(
     """One frame with the output columns plus `_eos_error` and `raw_value` (both null for good
     rows) and `_eos_unknown_fields`. `config` is the batch's (schema_evolution.evolve, which also
     prepares an Avro batch: its writer schemas resolved and checked)."""
-    from pyspark.sql import functions as F
-
     payload_names = [name for name, _ in config.payload_columns]
     key_error = _key_error(config)
     if config.value.format == "avro":
@@ -153,8 +150,6 @@ def _type_changed(text: Column, columns: list[tuple[str, str]]) -> Column:
     """Why a JSON object that did not fit the schema did not: the fields present (not null) in the
     value whose column came out null, each with its type; null when none (another reason holds).
     from_json in PERMISSIVE mode keeps the fields that did convert (partial results)."""
-    from pyspark.sql import functions as F
-
     named = [
         F.when(
             F.get_json_object(text, f"$['{name}']").isNotNull() & F.col(f"_parsed.`{name}`").isNull(),
@@ -171,8 +166,6 @@ def _type_changed(text: Column, columns: list[tuple[str, str]]) -> Column:
 
 def output_rows(parsed: DataFrame, config: PipelineConfig) -> DataFrame:
     """Rows that parsed, in the table's column order, with event_date from the Kafka timestamp (UTC)."""
-    from pyspark.sql import functions as F
-
     payload = ["value"] if config.value.format == "raw" else [n for n, _ in config.payload_columns]
     return parsed.where(F.col(PARSE_ERROR).isNull()).select(
         *meta_columns(config), *payload, F.to_date(F.col("kafka_timestamp")).alias("event_date")
@@ -181,8 +174,6 @@ def output_rows(parsed: DataFrame, config: PipelineConfig) -> DataFrame:
 
 def quarantine_rows(parsed: DataFrame, config: PipelineConfig) -> DataFrame:
     """Rows that did not parse: identity, key, metadata and raw value, and why."""
-    from pyspark.sql import functions as F
-
     raw_key = [RAW_KEY] if config.metadata.key_format == "avro" else []
     return parsed.where(F.col(PARSE_ERROR).isNotNull()).select(
         *meta_columns(config), "raw_value", *raw_key, F.col(PARSE_ERROR).alias("error")
@@ -200,8 +191,6 @@ class Split(NamedTuple):
 
 
 def _split_columns() -> list[Column]:
-    from pyspark.sql import functions as F
-
     return [
         F.count(F.when(F.col(PARSE_ERROR).isNull(), 1)).alias("good"),
         F.count(F.when(F.col(PARSE_ERROR).isNotNull(), 1)).alias("bad"),
@@ -225,8 +214,6 @@ def observe_split(parsed: DataFrame, batch_id: int) -> tuple[DataFrame, Observat
     """`parsed` with the counts of count_split observed as its rows go by (Spark's observe): the
     first action over a frame derived from it (the table's staged write) counts them in its own
     pass. Read them with observed_split."""
-    from pyspark.sql import Observation
-
     observation = Observation(f"eos-split-{batch_id}-{uuid.uuid4().hex}")
     return parsed.observe(observation, *_split_columns()), observation
 
@@ -245,16 +232,12 @@ def observed_split(observation: Observation, wait_s: float = OBSERVATION_WAIT_S)
 
 def unknown_fields(parsed: DataFrame) -> list[str]:
     """The fields good rows carry that no column reads (a small job, run only when there are some)."""
-    from pyspark.sql import functions as F
-
     found = parsed.select(F.explode(F.col(UNKNOWN_FIELDS)).alias("k")).distinct().collect()
     return sorted(r[0] for r in found)
 
 
 def type_changed_reasons(parsed: DataFrame, limit: int = 20) -> list[str]:
     """The distinct quarantine reasons of values whose type changed (run only when there are some)."""
-    from pyspark.sql import functions as F
-
     found = (
         parsed.where(F.col(PARSE_ERROR).startswith(TYPE_CHANGED)).select(PARSE_ERROR).distinct().limit(limit)
     )

@@ -25,6 +25,9 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from pyspark.sql import DataFrame as PyDataFrame
+from pyspark.sql import functions as F
+
 from eos_ingest.config.checks import replaced
 from eos_ingest.errors import SchemaEvolutionError
 from eos_ingest.formats import avro_decode, parser
@@ -212,8 +215,6 @@ def evolve_json(
     beside `extra`, the columns the table grew; ignore and fail learn of unknown fields from the parse itself (parser.unknown_fields)."""
     if config.value.schema_evolution != ADD_COLUMNS:
         return Evolution(config)
-    from pyspark.sql import functions as F
-
     columns = (*config.payload_columns, *extra)
     known = [*meta_columns(config), "event_date", *(n for n, _ in columns)]
     keys = F.expr("explode(json_object_keys(CAST(value AS STRING)))")
@@ -234,9 +235,6 @@ def _infer_json_types(spark: SparkSession, kafka_rows: DataFrame, names: list[st
     """Spark's JSON schema inference (the one of spark.read.json) over the values that carry one of
     `names`: a number is BIGINT or DOUBLE, text STRING (also a timestamp), an object a STRUCT; a
     field only ever null, or of mixed kinds, is STRING."""
-    from pyspark.sql import DataFrame as PyDataFrame
-    from pyspark.sql import functions as F
-
     quoted = ", ".join("'" + n.replace("\\", "\\\\").replace("'", "\\'") + "'" for n in names)
     text = kafka_rows.select(F.col("value").cast("string").alias("value")).where(
         F.expr(f"exists(json_object_keys(value), k -> k IN ({quoted}))")

@@ -118,7 +118,7 @@ def open_context(root: Path) -> AbstractDataContext:
     if changed or root not in _contexts:
         import_gx()
         with quiet_gx():
-            import great_expectations as gx
+            import great_expectations as gx  # noqa: PLC0415 GX after gx_import.import_gx
 
             _contexts[root] = gx.get_context(mode="file", context_root_dir=str(root))
     return _contexts[root]
@@ -143,18 +143,18 @@ def validate(
     path). Only the file steps hold gx_lock; the validation itself runs unlocked."""
     import_gx()
     with quiet_gx():
-        import great_expectations as gx
-        from great_expectations.checkpoint import UpdateDataDocsAction
-        from great_expectations.constants import DATAFRAME_REPLACEMENT_STR
-        from great_expectations.core.run_identifier import RunIdentifier
-        from great_expectations.data_context.types.resource_identifiers import (
+        import great_expectations as gx  # noqa: PLC0415 GX after gx_import.import_gx
+        from great_expectations.checkpoint import UpdateDataDocsAction  # noqa: PLC0415 GX after gx_import.import_gx
+        from great_expectations.constants import DATAFRAME_REPLACEMENT_STR  # noqa: PLC0415 GX after gx_import.import_gx
+        from great_expectations.core.run_identifier import RunIdentifier  # noqa: PLC0415 GX after gx_import.import_gx
+        from great_expectations.data_context.types.resource_identifiers import (  # noqa: PLC0415 GX after gx_import.import_gx
             ExpectationSuiteIdentifier,
             ValidationResultIdentifier,
         )
-        from great_expectations.validator.v1_validator import Validator
+        from great_expectations.validator.v1_validator import Validator  # noqa: PLC0415 GX after gx_import.import_gx
 
     if hasattr(frame, "sparkSession"):
-        from great_expectations.compatibility import pyspark as gx_pyspark
+        from great_expectations.compatibility import pyspark as gx_pyspark  # noqa: PLC0415 GX after gx_import.import_gx
 
         if not gx_pyspark.pyspark:  # GX was imported before pyspark (gx_import.import_gx)
             raise RuntimeError(

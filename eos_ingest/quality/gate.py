@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import Batch
 from eos_ingest.errors import QualityGateError
@@ -57,7 +59,7 @@ def committed_record_count(config: PipelineConfig, batch: Batch) -> int:
     the records.
     """
     # Imported here: kafka-python's import (~70 ms) is wasted on an audit that does not recount.
-    from eos_ingest.kafka.committed_counts import read_committed_counts
+    from eos_ingest.kafka.committed_counts import read_committed_counts  # noqa: PLC0415 kafka-python: not in an audit that does not recount
 
     return sum(read_committed_counts(config.kafka_settings, merge_ranges(batch.ranges)).values())
 
@@ -119,10 +121,9 @@ def warm_up(config: PipelineConfig, batch: Batch | None = None) -> bool:
         if first is None:
             return True
         with quiet_gx():
-            import great_expectations as gx
-            import pyarrow as pa
-            from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
-            from great_expectations.validator.v1_validator import Validator
+            import great_expectations as gx  # noqa: PLC0415 GX after gx_import.import_gx
+            from great_expectations.expectations.expectation_configuration import ExpectationConfiguration  # noqa: PLC0415 GX after gx_import.import_gx
+            from great_expectations.validator.v1_validator import Validator  # noqa: PLC0415 GX after gx_import.import_gx
 
             identity = {
                 "kafka_topic": [first.topic],
@@ -152,7 +153,7 @@ def warm_up(config: PipelineConfig, batch: Batch | None = None) -> bool:
 def cached_frame(config: PipelineConfig, rows: DataFrame, batch: Batch) -> DataFrame:
     """`rows` narrowed to the columns the suite reads, plus the range column, cached: GX runs
     several Spark jobs over the frame, which then read a few columns from memory, not the source."""
-    from pyspark import StorageLevel
+    from pyspark import StorageLevel  # noqa: PLC0415 JVM-free: the audit imports this module
 
     narrow = rows.select(*validated_columns(config, rows.columns))
     return with_range_column(narrow, batch.ranges).persist(StorageLevel.MEMORY_AND_DISK)

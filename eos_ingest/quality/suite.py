@@ -13,6 +13,10 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import pandas as pd
+import pyarrow.compute as pc
+
 from eos_ingest import paths
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import ConfigError
@@ -21,7 +25,6 @@ from eos_ingest.quality.gx_import import import_gx, quiet_gx
 from eos_ingest.schema.columns import IDENTITY_COLUMNS
 
 if TYPE_CHECKING:
-    import pandas as pd
     import pyarrow as pa
     from great_expectations import ExpectationSuite
     from great_expectations.core import ExpectationSuiteValidationResult, ExpectationValidationResult
@@ -60,8 +63,8 @@ def pipeline_expectations(config: PipelineConfig) -> list[Expectation]:
     """
     import_gx()
     with quiet_gx():
-        from great_expectations.exceptions import ExpectationNotFoundError
-        from great_expectations.expectations.registry import (
+        from great_expectations.exceptions import ExpectationNotFoundError  # noqa: PLC0415 GX after gx_import.import_gx
+        from great_expectations.expectations.registry import (  # noqa: PLC0415 GX after gx_import.import_gx
             get_expectation_impl,
             list_registered_expectation_implementations,
         )
@@ -93,8 +96,8 @@ def build_suite(config: PipelineConfig) -> ExpectationSuite:
     `expectations:`, then those of the suite it names (`expectations_suite:`)."""
     import_gx()
     with quiet_gx():
-        import great_expectations as gx
-        from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
+        import great_expectations as gx  # noqa: PLC0415 GX after gx_import.import_gx
+        from great_expectations.expectations.expectation_configuration import ExpectationConfiguration  # noqa: PLC0415 GX after gx_import.import_gx
 
     doc = default_suite_doc()
     expectations = [ExpectationConfiguration(**e).to_domain_obj() for e in doc["expectations"]]
@@ -157,7 +160,7 @@ def with_range_column(rows: DataFrame, ranges: Sequence[PlannedRange]) -> DataFr
 
     A row with a null identity gets null here too: the not-null expectations report it.
     """
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # noqa: PLC0415 JVM-free: the audit and the CLI import this module
 
     topic, partition, offset = (F.col(c) for c in IDENTITY_COLUMNS)
     spans = merge_ranges(ranges)
@@ -177,8 +180,6 @@ def arrow_frame(table: pa.Table, ranges: Sequence[PlannedRange]) -> pd.DataFrame
     """Rows read as Arrow (from Spark or from delta-rs) as the pandas frame GX validates, with
     RANGE_COLUMN. The topic becomes a category: one string per topic, not per row, so a
     million-row batch's identities take about 13 MB."""
-    import pyarrow.compute as pc
-
     if "kafka_topic" in table.column_names:
         index = table.column_names.index("kafka_topic")
         table = table.set_column(index, "kafka_topic", pc.dictionary_encode(table["kafka_topic"]))
@@ -187,9 +188,6 @@ def arrow_frame(table: pa.Table, ranges: Sequence[PlannedRange]) -> pd.DataFrame
 
 def with_range_column_pandas(frame: pd.DataFrame, ranges: Sequence[PlannedRange]) -> pd.DataFrame:
     """with_range_column for a pandas frame (the audit's): the same values, the same texts."""
-    import numpy as np
-    import pandas as pd
-
     topic, partition, offset = (frame[c] for c in IDENTITY_COLUMNS)
     spans = merge_ranges(ranges)
     inside = np.zeros(len(frame), dtype=bool)

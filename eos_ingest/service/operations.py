@@ -14,18 +14,24 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from eos_ingest.config.pipeline import PipelineConfig
+from eos_ingest.config.pipeline import AlertsConfig, PipelineConfig, replaced
 from eos_ingest.connections.kafka import KAFKA_SETTINGS_ENV, connection_settings_from_env, encode_settings
 from eos_ingest.control.store import Batch, BatchKind, BatchStatus, ControlStore
 from eos_ingest.errors import ConfigError
 from eos_ingest.kafka.offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.plan.ranges import TopicPartition, plan_ranges
+from eos_ingest.quality.audit import audit_batch
+from eos_ingest.quality.gate import preload_gx
 from eos_ingest.redact import redact_text
-from eos_ingest.service import trends
+from eos_ingest.service import lag_alerts, status, trends
 from eos_ingest.service.backfill import BackfillRequest, create_backfill, parse_request
 from eos_ingest.service.stale_batches import stale_batches
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.spark.submit import spark_submit_argv
+from eos_ingest.storage.delta import table_features
+from eos_ingest.storage.iceberg.catalog import IcebergCatalog
+from eos_ingest.storage.iceberg.properties import check_pyiceberg
+from eos_ingest.storage.maintain_deletes import vacuum_retention_hours
 from eos_ingest.storage.object_stores import uses_object_store
 from eos_ingest.storage.table_formats import uses_iceberg
 
@@ -89,15 +95,10 @@ def check_tables(config: PipelineConfig) -> None:
     table has a Delta feature (storage/delta/table_features.py) or an Iceberg property
     (storage/iceberg/properties.py) a batch's staged replace refuses."""
     if config.output.format == "iceberg":
-        from eos_ingest.storage.iceberg.catalog import IcebergCatalog
-        from eos_ingest.storage.iceberg.properties import check_pyiceberg
-
         catalog = IcebergCatalog.of(config).pyiceberg()
         for table in config.output_tables:
             check_pyiceberg(catalog, table)
         return
-    from eos_ingest.storage.delta import table_features
-
     for location in (config.output_path, config.quarantine_path):
         table_features.check_location(location)
 
@@ -225,11 +226,7 @@ def audit_batches(
     ~0.12 s of CPU less (quality/gx_import.hidden). Such a process validates pandas frames only.
     """
     if audit_process:
-        from eos_ingest.quality.gate import preload_gx
-
         preload_gx(hide=("pyspark",))
-    from eos_ingest.quality.audit import audit_batch
-
     return [audit_batch(config, batch_id, recount=recount) for batch_id in batch_ids]
 
 
@@ -261,8 +258,8 @@ def abandon_batch(config: PipelineConfig, store: ControlStore, batch_id: int, re
     store.abandon_batch(batch_id, reason)
     shown: dict[str, Any] = {"batch_id": batch_id, "status": "abandoned"}
     if config.output.format == "iceberg":
-        from eos_ingest.storage.iceberg.catalog import IcebergCatalog
-        from eos_ingest.storage.iceberg.maintenance import remove_batch_branches
+        # iceberg/maintenance imports pyspark (through iceberg/branch); an abandon runs without it.
+        from eos_ingest.storage.iceberg.maintenance import remove_batch_branches  # noqa: PLC0415 JVM-free abandon
 
         table, quarantine = config.output_tables
         try:
@@ -287,7 +284,8 @@ def clean_dead_attempts(config: PipelineConfig, store: ControlStore, batch_id: i
     batch = store.get_batch(batch_id)
     if batch.status is not BatchStatus.COMMITTED or config.output.format != "delta":
         return {}
-    from eos_ingest.storage.delta.dead_attempts import delete_dead_attempt_files
+    # dead_attempts imports pyarrow and delta-rs, which only this command needs.
+    from eos_ingest.storage.delta.dead_attempts import delete_dead_attempt_files  # noqa: PLC0415 delta-rs only here
 
     deleted: dict[str, list[str]] = {}
     for name, location, version in (
@@ -320,8 +318,8 @@ def maintain(
     ConfigError before anything is changed; and again, under the pipeline's VACUUM lock, when
     VACUUM is due (MaintenanceBusyError if a batch planned since then needs more). `spark` may be
     None for a dry run."""
-    from eos_ingest.storage.delta.maintenance import maintain_table, maintain_tables
-    from eos_ingest.storage.maintain_deletes import vacuum_retention_hours
+    # delta/maintenance imports delta-spark (the JVM's Python side); a CLI that does not maintain never loads it.
+    from eos_ingest.storage.delta.maintenance import maintain_table, maintain_tables  # noqa: PLC0415 delta-spark only here
 
     planned = store.planned_batches(config.name)
     hours = vacuum_retention_hours(planned, retention_hours)
@@ -351,8 +349,11 @@ def _maintain_iceberg(
 ) -> dict[str, Any]:
     """maintain of an Iceberg pipeline: compaction, stale branches, expired snapshots and orphan
     files of its table and quarantine table (storage/iceberg/maintenance.py)."""
-    from eos_ingest.storage.iceberg.catalog import IcebergCatalog
-    from eos_ingest.storage.iceberg.maintenance import dry_run_iceberg_tables, maintain_iceberg_tables
+    # iceberg/maintenance imports pyspark (through iceberg/branch); a dry run runs without it.
+    from eos_ingest.storage.iceberg.maintenance import (  # noqa: PLC0415 JVM-free dry run
+        dry_run_iceberg_tables,
+        maintain_iceberg_tables,
+    )
 
     catalog = IcebergCatalog.of(config)
     table, quarantine = config.output_tables
@@ -368,8 +369,6 @@ def pipeline_status(config: PipelineConfig, store: ControlStore, *, batches: int
     """status.pipeline_status with the planner's retried Kafka read: a broker that does not answer
     raises KafkaUnavailableError rather than giving a status without Kafka columns (the page's
     choice, which calls status.pipeline_status directly)."""
-    from eos_ingest.service import status
-
     return status.pipeline_status(
         config,
         store,
@@ -387,9 +386,6 @@ def check_lag(
 ) -> LagCheck:
     """The lag against the pipeline's `alerts:` limits (lag_alerts.check_lag); a limit given here
     replaces the file's. ConfigError when neither gives a limit."""
-    from eos_ingest.config.pipeline import AlertsConfig, replaced
-    from eos_ingest.service.lag_alerts import check_lag as check
-
     limits = config.alerts or AlertsConfig()
     if max_lag_records is not None:
         limits = replaced(limits, max_lag_records=max_lag_records)
@@ -400,4 +396,4 @@ def check_lag(
             f"pipeline {config.name} has no lag limit: add `alerts: {{max_lag_records: N, "
             f"max_lag_seconds: S}}` to {config.source.name}, or pass --max-lag-records / --max-lag-seconds"
         )
-    return check(config, store, limits)
+    return lag_alerts.check_lag(config, store, limits)

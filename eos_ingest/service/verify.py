@@ -15,10 +15,12 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
+from pyspark.sql import functions as F
 
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.batches import RangeRecord
 from eos_ingest.errors import KafkaUnavailableError
+from eos_ingest.kafka.committed_counts import read_committed_consumer
 from eos_ingest.kafka.offsets import fetch_snapshot
 from eos_ingest.plan.ranges import PlannedRange, merge_ranges
 from eos_ingest.storage.table_formats import output_reader
@@ -68,10 +70,6 @@ def committed_identity_stream(
 ) -> Iterator[Identity]:
     """The committed records inside `spans`, in (topic, partition, offset) order, a consume()
     batch at a time: memory stays O(one batch) whatever the number of records."""
-    # Imported here, as in quality.committed_record_count: kafka-python's import (~70 ms) is
-    # wasted on the many importers of this module that never read Kafka (the audit, the gate).
-    from eos_ingest.kafka.committed_counts import read_committed_consumer
-
     consumer = read_committed_consumer(kafka_settings)
     try:
         for topic, partition in sorted(spans):
@@ -141,8 +139,6 @@ def output_row_stream(
     its memory does not grow with the table. `expected_rows` sizes those partitions: with the
     session's few shuffle partitions, 5M rows made chunks of 1.2M rows that the driver's block
     manager evicted before Python fetched them (TaskResultLost)."""
-    from pyspark.sql import functions as F
-
     columns = ["kafka_topic", "kafka_partition", "kafka_offset", "batch_id"]
     frames = [table.where(F.col("kafka_topic").isin(list(topics))).select(*columns) for table in tables]
     if not frames:

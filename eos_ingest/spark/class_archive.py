@@ -49,7 +49,8 @@ def _java() -> Path | None:
 
 def archive_key() -> str | None:
     """What the archive depends on, hashed; None without java or the jars (no archive then)."""
-    import pyspark
+    # Only where the archive is built or used: this module is on the DAG parse's path.
+    import pyspark  # noqa: PLC0415 out of DAG parsing and the CLI's JVM-free commands
 
     java = _java()
     try:

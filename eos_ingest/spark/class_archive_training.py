@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.formats import parser
@@ -21,7 +23,7 @@ from eos_ingest.storage.delta import writer
 from eos_ingest.storage.delta.staged_write import StagedReplace
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
 ROWS = 2000
 
@@ -29,8 +31,6 @@ ROWS = 2000
 def kafka_like_rows(spark: SparkSession, first: int) -> DataFrame:
     """Rows shaped as the Kafka source's, offsets first.. first+ROWS: JSON values, one in 50 not JSON,
     one in 40 with a field the schema lacks."""
-    from pyspark.sql import functions as F
-
     good = F.to_json(F.struct(F.col("id"), F.concat(F.lit("n"), F.col("id").cast("string")).alias("name")))
     extra = F.to_json(F.struct(F.col("id"), F.lit(1).alias("extra")))
     value = (
@@ -84,8 +84,6 @@ def batch(spark: SparkSession, config: PipelineConfig, batch_id: int, first: int
 
 
 def main(work: Path) -> None:
-    from pyspark.sql import SparkSession
-
     spark = SparkSession.builder.getOrCreate()
     doc = {
         "name": "class_archive",

@@ -166,7 +166,7 @@ def build_session(
     iceberg: bool = False,
 ) -> SparkSession:
     """A SparkSession with Kafka and Delta (and Iceberg) on the classpath (used outside spark-submit)."""
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # noqa: PLC0415 out of DAG parsing and the CLI's JVM-free commands
 
     builder = SparkSession.builder.appName(app_name).master(master)
     conf = session_conf(master, object_storage=object_storage, iceberg=iceberg)
@@ -191,7 +191,7 @@ def spark_submit_env(base: dict[str, str] | None = None) -> dict[str, str]:
 
     Without them the launcher script looks for pyspark with whatever python3 is on PATH.
     """
-    import pyspark  # only a launch needs it; the DAG parser imports this module
+    import pyspark  # noqa: PLC0415 out of DAG parsing: only a launch needs it
 
     env = dict(os.environ if base is None else base)
     env.setdefault("SPARK_HOME", str(Path(pyspark.__file__).parent))
