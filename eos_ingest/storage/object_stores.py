@@ -142,7 +142,7 @@ def storage_options(location: TableLocation) -> dict[str, str] | None:
 
 def delta_rs_table(location: TableLocation) -> DeltaTable | None:
     """The Delta table at `location` opened with delta-rs (with the store's access), or None."""
-    from deltalake import DeltaTable
+    from deltalake import DeltaTable  # noqa: PLC0415 delta-rs only where a Delta table is opened: the Spark job and Iceberg pipelines load this module without it
 
     uri, options = delta_rs_uri(location), storage_options(location)
     if not DeltaTable.is_deltatable(uri, storage_options=options):
