@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from eos_ingest.errors import PartialWriteError
 from eos_ingest.fault_points import pause_if_asked
 from eos_ingest.formats import parser
+from eos_ingest.jvm import java_session, jvm_of
 from eos_ingest.storage.table_format import staged_batch_rows
 
 if TYPE_CHECKING:
@@ -126,6 +127,4 @@ def _activate(spark: SparkSession) -> None:
     Delta's snapshot loading falls back to the active session when its prefetch of a checkpoint
     fails (DELTA_SPARK_SESSION_NOT_SET, seen in the quarantine's stage beside a writer that
     commits to the table five times a second: test_write_conflicts.py)."""
-    jvm = spark._jvm
-    assert jvm is not None
-    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    jvm_of(spark).org.apache.spark.sql.SparkSession.setActiveSession(java_session(spark))

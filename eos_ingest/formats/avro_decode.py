@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 
 from eos_ingest.formats.evolution_rules import Columns, avro_reader
 from eos_ingest.formats.from_avro import from_avro
+from eos_ingest.jvm import jvm_of
 from eos_ingest.schema import registry as schema_registry
 from eos_ingest.schema.avro import required_fields
 
@@ -44,9 +45,7 @@ WIRE_FORMAT = "magic byte 0, a 4-byte schema id, then the Avro body"
 
 def compatibility(spark: SparkSession, writer: str, reader: str) -> str | None:
     """None when `reader` can read what `writer` wrote (Avro's resolution rules); else why not."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    avro = jvm.org.apache.avro
+    avro = jvm_of(spark).org.apache.avro
     try:
         writer_schema = avro.Schema.Parser().parse(writer)
         reader_schema = avro.Schema.Parser().parse(reader)

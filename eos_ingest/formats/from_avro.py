@@ -18,16 +18,17 @@ tells: run it with pyspark's from_avro in place of this one.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column
 from pyspark.sql import functions as F
+
+from eos_ingest.jvm import jvm_of, python_column
 
 
 def from_avro(body: Column, writer_schema: str, options: dict[str, str]) -> Column:
     """from_avro(body, writer_schema, options) as Spark's SQL function, its options a literal map."""
-    jvm = SparkSession.active()._jvm
-    assert jvm is not None  # a classic (not Connect) session: the job's
+    jvm = jvm_of()  # the active session's: the job's
     map_type = jvm.org.apache.spark.sql.types.DataType.fromDDL("map<string,string>")
     values = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(options)
     literal = jvm.org.apache.spark.sql.catalyst.expressions.Literal.create(values, map_type)
-    options_column = Column(jvm.org.apache.spark.sql.classic.ExpressionUtils.column(literal))
+    options_column = python_column(jvm.org.apache.spark.sql.classic.ExpressionUtils.column(literal))
     return F.call_function("from_avro", body, F.lit(writer_schema), options_column)

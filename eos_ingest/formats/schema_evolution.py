@@ -41,6 +41,7 @@ from eos_ingest.formats.evolution_rules import (
     type_change,
 )
 from eos_ingest.formats.parser import meta_columns
+from eos_ingest.jvm import java_frame, java_session, jvm_of, python_frame
 from eos_ingest.schema.avro import record_columns, spark_ddl
 
 if TYPE_CHECKING:
@@ -239,10 +240,9 @@ def _infer_json_types(spark: SparkSession, kafka_rows: DataFrame, names: list[st
     text = kafka_rows.select(F.col("value").cast("string").alias("value")).where(
         F.expr(f"exists(json_object_keys(value), k -> k IN ({quoted}))")
     )
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
+    jvm = jvm_of(spark)
     # The JVM's DataFrameReader.json(Dataset[String]): no Python worker, no RDD round trip.
-    strings = getattr(text._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())
-    inferred = PyDataFrame(spark._jsparkSession.read().json(strings), spark).schema
+    strings = getattr(java_frame(text), "as")(jvm.org.apache.spark.sql.Encoders.STRING())
+    inferred = python_frame(java_session(spark).read().json(strings), spark).schema
     types = {f.name: f.dataType.simpleString() for f in inferred.fields}
     return tuple((n, types.get(n, "string")) for n in names)
