@@ -12,6 +12,25 @@ Here a section renders only the pages asked for (a whole-site build, with none a
 own), the index picks its latest results from the site's page names without parsing the others
 and reads only their status, and the views keep compiled templates in Jinja's bytecode cache.
 What the pages and the index show is GX's rendering, unchanged.
+
+A door into GX's internals: the classes subclass GX's builders and views and override private
+methods (`_build_validation_and_profiling_result_site_keys`, `_add_validations_to_index_links`)
+and attributes (`source_store`, a view's `env`). Figures (bench/HISTORY.md,
+bench/results/table_growth.jsonl, 2026-11-26): an audit of batch N with 1, 10 and 100 batches in
+the table 0.113, 0.141, 0.129 s, 1.14x from 1 to 100, against 0.21 -> 0.28 s (1.35x) with GX's
+own builders; its validation with the Data Docs update 0.080, 0.091, 0.087 s; with 469 results
+stored, a warm update 0.07 s against 0.30-0.51 s with GX's builders (docs/quality.md); the template cache
+saves ~0.2 s of a 0.33 s update in a fresh process (the audit's case); a whole audit of 950,000
+rows 3.27 -> 2.92 s with these builders and import_gx's gc.freeze() together (medians of 5-6).
+Upstream: great-expectations/great_expectations#1826 (Data Docs slow with many validations) and
+#3732 (the index rebuilt from every stored result), both closed; GX 1.24 still does both.
+
+Gate: BUILDERS_ON, on the GX series where these overrides were written and tested (KNOWN_SERIES,
+pyproject's pin); on any other GX each class does exactly what its GX base does, so a GX upgrade
+that moves these internals costs speed, not pages. Exit: test_gx_site's precondition test fails
+when GX's own builders stop listing every stored result, parsing every page's key or compiling
+the templates again on each update: then the part of this module that saved it goes; when
+expectations/great_expectations.yml names none of these classes, the module goes.
 """
 
 from __future__ import annotations
@@ -23,6 +42,7 @@ from typing import Any
 
 from eos_ingest.quality.context import gx_root
 from eos_ingest.quality.gx_import import import_gx
+from eos_ingest.versions import installed
 
 import_gx()  # GX's classes are the bases below; the import is paused-GC and quiet
 
@@ -42,12 +62,19 @@ from great_expectations.render.view.view import (  # noqa: E402
 from jinja2 import FileSystemBytecodeCache  # noqa: E402
 
 __all__ = [
+    "BUILDERS_ON",
+    "KNOWN_SERIES",
     "CachedTemplatesIndexPageView",
     "CachedTemplatesPageView",
     "LatestResultsIndexBuilder",
     "RequestedPagesSectionBuilder",
     "template_cache_dir",
 ]
+
+# The great-expectations series whose builders' internals these classes were written against.
+KNOWN_SERIES = (1, 24)
+GX_VERSION = installed("great-expectations")
+BUILDERS_ON = GX_VERSION[:2] == KNOWN_SERIES
 
 
 def template_cache_dir() -> Path:
@@ -64,7 +91,8 @@ class CachedTemplatesPageView(DefaultJinjaPageView):
 
     def __init__(self, custom_styles_directory: Any = None, custom_views_directory: Any = None) -> None:
         super().__init__(custom_styles_directory, custom_views_directory)
-        self.env.bytecode_cache = FileSystemBytecodeCache(str(template_cache_dir()))
+        if BUILDERS_ON:
+            self.env.bytecode_cache = FileSystemBytecodeCache(str(template_cache_dir()))
 
 
 class CachedTemplatesIndexPageView(DefaultJinjaIndexPageView):
@@ -72,7 +100,8 @@ class CachedTemplatesIndexPageView(DefaultJinjaIndexPageView):
 
     def __init__(self, custom_styles_directory: Any = None, custom_views_directory: Any = None) -> None:
         super().__init__(custom_styles_directory, custom_views_directory)
-        self.env.bytecode_cache = FileSystemBytecodeCache(str(template_cache_dir()))
+        if BUILDERS_ON:
+            self.env.bytecode_cache = FileSystemBytecodeCache(str(template_cache_dir()))
 
 
 class _RequestedKeys:
@@ -93,7 +122,7 @@ class RequestedPagesSectionBuilder(DefaultSiteSectionBuilder):
     lists it, and parses every key, to find them). With none asked for: GX's whole-section build."""
 
     def build(self, resource_identifiers: list[Any] | None = None) -> None:
-        if not resource_identifiers:
+        if not resource_identifiers or not BUILDERS_ON:
             return super().build(resource_identifiers)
         store = self.source_store
         asked = [k for k in resource_identifiers if isinstance(k, store.key_class) and store.has_key(k)]
@@ -119,7 +148,7 @@ class LatestResultsIndexBuilder(DefaultSiteIndexBuilder):
         self, skip_and_clean_missing: bool
     ) -> list[ValidationResultIdentifier]:
         config = self.site_section_builders_config.get("validations")
-        if not isinstance(config, dict):
+        if not isinstance(config, dict) or not BUILDERS_ON:
             return super()._build_validation_and_profiling_result_site_keys(skip_and_clean_missing)
         pages = self.target_store.store_backends[ValidationResultIdentifier]
         source = self.data_context.stores[config["source_store_name"]]
@@ -142,7 +171,7 @@ class LatestResultsIndexBuilder(DefaultSiteIndexBuilder):
         self, index_links_dict: OrderedDict[str, Any], validation_and_profiling_result_site_keys: list[Any]
     ) -> None:
         config = self.site_section_builders_config.get("validations")
-        if not isinstance(config, dict):
+        if not isinstance(config, dict) or not BUILDERS_ON:
             return super()._add_validations_to_index_links(
                 index_links_dict, validation_and_profiling_result_site_keys
             )

@@ -4,6 +4,7 @@ grow with the results stored. Real GX on pandas frames; no Spark, no broker."""
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +124,78 @@ def test_a_second_update_reuses_the_compiled_templates(
     result, _, report = gx_context.validate(config, 2, "audit", frame(), 3)
     assert result.success and Path(report).is_file() and "orders-batch-2-audit" in report
     assert "orders-batch-2-audit" in gx_context.data_docs_index().read_text()
+
+
+class _Calls:
+    """Counts the calls of some functions of GX, Jinja and the store, still calling them."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from great_expectations.data_context.store.validation_results_store import ValidationResultsStore
+        from great_expectations.data_context.types.resource_identifiers import ValidationResultIdentifier
+
+        self.counts: Counter[str] = Counter()
+        from_tuple = ValidationResultIdentifier.from_tuple.__func__  # type: ignore[attr-defined]
+        list_keys, compile_template = ValidationResultsStore.list_keys, jinja2.Environment.compile
+
+        def counted(name: str, function: Any) -> Any:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                self.counts[name] += 1
+                return function(*args, **kwargs)
+
+            return call
+
+        monkeypatch.setattr(
+            ValidationResultIdentifier, "from_tuple", classmethod(counted("parse", from_tuple))
+        )
+        monkeypatch.setattr(ValidationResultsStore, "list_keys", counted("list", list_keys))
+        monkeypatch.setattr(jinja2.Environment, "compile", counted("compile", compile_template))
+
+
+def test_the_index_parses_the_keys_it_lists_where_gxs_own_parses_every_stored_one(tmp_path: Path) -> None:
+    """The precondition of LatestResultsIndexBuilder, and its gate: with BUILDERS_ON off (a GX
+    outside KNOWN_SERIES) the class is GX's own, which parses every stored page's key to list the
+    latest few. When GX's own stops doing that, this fails: the override is moot, remove it."""
+    from eos_ingest.quality import site
+
+    validations(pipeline(tmp_path / "pipelines", "orders"), 6)
+    context = gx_context.open_context(gx_context.gx_root())
+    parsed = {}
+    for on in (True, False):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(site, "BUILDERS_ON", on)
+            builder = site_builder(context).site_index_builder
+            builder.validation_results_limit = 2
+            calls = _Calls(patch)
+            assert len(index_links(builder)) == 2
+            parsed[on] = calls.counts["parse"]
+    assert parsed[True] == 2, "ours parses the keys it lists"
+    assert parsed[False] >= 6, "GX's own parses every stored page's key"
+
+
+def test_gxs_own_update_of_one_result_lists_the_store_and_compiles_the_templates_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The precondition of RequestedPagesSectionBuilder and the cached-template views, and their
+    gate: with BUILDERS_ON off, a Data Docs update of one result is GX's own, which lists every
+    stored result and compiles its templates again in each new view. (With it on, the two tests
+    above show neither happens.) When GX's own stops doing one of them, this fails: the part of
+    site.py that saved it is moot, remove it."""
+    from eos_ingest.quality import site
+
+    config = pipeline(tmp_path / "pipelines", "orders")
+    validations(config, 1)  # with the gate on: the templates compiled and cached
+    monkeypatch.setattr(site, "BUILDERS_ON", False)
+    calls = _Calls(monkeypatch)
+    result, _, report = gx_context.validate(config, 2, "gate", frame(), 3)
+    assert result.success and Path(report).is_file() and "orders-batch-2-gate" in report
+    assert calls.counts["list"] >= 1, "GX's own section builder lists every stored result"
+    assert calls.counts["compile"] >= 1, "GX's own views compile the templates again"
+
+
+def test_the_builders_gate_is_the_gx_series_pyproject_allows() -> None:
+    from eos_ingest.quality import site
+    from tests.unit.test_versions import pyproject_series
+
+    low, high = pyproject_series("great-expectations")
+    assert low == site.KNOWN_SERIES and high == (site.KNOWN_SERIES[0], site.KNOWN_SERIES[1] + 1)
+    assert site.BUILDERS_ON, "the installed GX (the lock's) is in the tested series"
