@@ -23,8 +23,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from eos_ingest.errors import KafkaAccessError, KafkaUnavailableError
 from eos_ingest.kafka import clients as librdkafka_clients
 from eos_ingest.kafka.admin import transient
-from eos_ingest.kafka.header_counts import NeedsTheConsumer, count_from_headers
+from eos_ingest.kafka.header_counts import count_from_headers
 from eos_ingest.kafka.python_settings import Untranslatable, kafka_python_config
+from eos_ingest.kafka.record_batches import NeedsTheConsumer
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,8 @@ object: about 7 s of a core per 1M records, on a machine whose cores Spark's rea
 record batch says in its header how many records it holds (recordsCount), which offsets it spans
 (baseOffset, lastOffsetDelta), whether it is transactional or a control batch, and which producer
 wrote it. So this reads raw batches (Fetch, isolation_level=read_committed, through kafka-python's
-protocol code; nothing of the Spark job's read) and counts them from their headers:
+protocol code; nothing of the Spark job's read) and counts them from their headers
+(kafka/record_batches.py):
 
 * control batches (transaction markers) hold no data records: skipped;
 * a transactional batch of an aborted transaction is skipped the way the Java consumer skips it:
@@ -17,6 +18,20 @@ protocol code; nothing of the Spark job's read) and counts them from their heade
   batch's records.
 
 Memory: one fetch response at a time (bounded per partition), and a counter per partition.
+
+A door into kafka-python's internals: its protocol classes (FetchRequest, MemoryRecords and the
+batches' header fields) and its connection manager and event loop (kafka.net), which its public
+consumer wraps and does not offer. Figure: CPU of the gate's count of 950,000 committed records
+(`python -m bench.recount`, the benchmark's workload): ~7 s decoded record by record, 0.5-0.6 s
+from the headers (bench/HISTORY.md). Here, on 60,000 committed records of 100 B in one transaction
+over 3 partitions (test_header_counts' CPU test), 5 runs alternated on a loaded 2-core machine:
+0.027 s of CPU from the headers against 0.165 s decoded (medians; 0.08-0.20 s from run to run).
+Gate: HEADERS_ON, on the kafka-python series this was written against and tested on
+(KNOWN_SERIES, pyproject's pin); on any other, count_from_headers raises NeedsTheConsumer at once,
+and the caller counts with librdkafka's consumer (committed_counts.count_by_records), as for a
+setting kafka-python cannot honour. Exit: that consumer is the public way; when
+test_header_counts' precondition test finds it no longer costs several times the CPU of the
+headers, this module goes and the count is count_by_records alone.
 """
 
 from __future__ import annotations
@@ -25,18 +40,18 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import kafka.errors as kafka_errors
 from kafka.net.selector import NetworkSelector
 from kafka.protocol.consumer import FetchRequest
-from kafka.record import MemoryRecords
 from kafka.structs import TopicPartition
 
 from eos_ingest.errors import KafkaAccessError
-from eos_ingest.kafka.python_net import ConnectionManager
+from eos_ingest.kafka.python_net import KAFKA_PYTHON_VERSION, ConnectionManager
+from eos_ingest.kafka.record_batches import NeedsTheConsumer, count_fetched
 
 Spans = Mapping[tuple[str, int], Sequence[tuple[int, int]]]
 
@@ -46,6 +61,10 @@ Spans = Mapping[tuple[str, int], Sequence[tuple[int, int]]]
 _KAFKA_LOG = logging.getLogger("kafka")
 _KAFKA_LOG.propagate = False
 _KAFKA_LOG.setLevel(logging.WARNING)
+
+# The kafka-python series whose protocol classes and kafka.net this was written against.
+KNOWN_SERIES = (3, 0)
+HEADERS_ON = KAFKA_PYTHON_VERSION[:2] == KNOWN_SERIES
 
 _READ_COMMITTED = 1
 # Fetch v4 brought read_committed; v13 replaced topic names by topic ids, which this does not need.
@@ -59,66 +78,6 @@ _FETCH_BYTES = 32 << 20
 # After a transient failure (no leader yet, a connection refused), before the next try.
 _RETRY_PAUSE_S = 0.2
 _BOOTSTRAP_TRY_MS = 5000
-
-
-class NeedsTheConsumer(Exception):
-    """The headers cannot answer here (a v0/v1 message format, an edge batch in a codec this
-    process cannot decode): count with the record-decoding consumer instead."""
-
-
-def count_fetched(
-    records: bytes, aborted: Iterable[tuple[int, int]], position: int, end: int
-) -> tuple[int, int]:
-    """(committed records with offsets in [position, end), next offset to fetch) of one
-    partition's records in one read_committed fetch response from `position`.
-
-    `aborted` is the response's (producer id, first offset) of the aborted transactions. Stops at
-    the first batch at or beyond `end`. A trailing partial batch (cut by the fetch's byte limit)
-    is not read; the next offset is then where it begins.
-    """
-    pending = deque(sorted(aborted, key=lambda txn: txn[1]))
-    aborted_producers: set[int] = set()
-    count, next_offset = 0, position
-    batches = MemoryRecords(records)
-    while next_offset < end and (batch := batches.next_batch()) is not None:
-        if batch.magic < 2:
-            raise NeedsTheConsumer(f"message format v{batch.magic} (before Kafka 0.11) has no batch header")
-        if batch.has_producer_id():
-            # As the Java consumer: transactions aborted below this batch's end become active...
-            while pending and pending[0][1] <= batch.last_offset:
-                aborted_producers.add(pending.popleft()[0])
-            # ...until the producer's ABORT marker.
-            if batch.is_control_batch:
-                if _is_abort_marker(batch):
-                    aborted_producers.discard(batch.producer_id)
-            elif batch.is_transactional and batch.producer_id in aborted_producers:
-                next_offset = batch.next_offset
-                continue
-        if not batch.is_control_batch:
-            count += _records_between(batch, position, end)
-        next_offset = max(next_offset, batch.next_offset)
-    return count, next_offset
-
-
-def _is_abort_marker(batch: Any) -> bool:
-    # A control batch holds one small uncompressed record: its key says ABORT (0) or COMMIT (1).
-    record = next(batch, None)
-    return bool(record is not None and record.abort)
-
-
-def _records_between(batch: Any, low: int, high: int) -> int:
-    """Records of a data batch with offsets in [low, high)."""
-    first, last = batch.base_offset, batch.last_offset
-    if last < low or first >= high:
-        return 0
-    if low <= first and last < high:
-        return int(batch.records_count)
-    if batch.records_count == batch.last_offset_delta + 1:  # contiguous offsets: no compaction
-        return min(last, high - 1) - max(first, low) + 1
-    try:
-        return sum(1 for record in batch if low <= record.offset < high)
-    except kafka_errors.UnsupportedCodecError as exc:
-        raise NeedsTheConsumer(f"an edge batch at offset {first} needs a codec missing here: {exc}") from None
 
 
 class _RefusalWatch(logging.Handler):
@@ -150,7 +109,10 @@ def count_from_headers(
     """Per partition, the committed records `spans` hold (end exclusive), read with kafka-python
     options `config` (kafka_python_settings). Every partition is fetched at once, one request per
     leader. TimeoutError when no partition made progress for `timeout_s`; kafka-python's errors
-    otherwise (the caller sorts transient from fatal)."""
+    otherwise (the caller sorts transient from fatal); NeedsTheConsumer outside the gate."""
+    if not HEADERS_ON:
+        version = ".".join(map(str, KAFKA_PYTHON_VERSION))
+        raise NeedsTheConsumer(f"kafka-python {version}: the header count is tested on 3.0.x only")
     counts = {tp: 0 for tp in spans}
     todo = {tp: deque(sorted((s, e) for s, e in intervals if e > s)) for tp, intervals in spans.items()}
     current = {tp: _Interval(*queue.popleft()) for tp, queue in todo.items() if queue}

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from eos_ingest.kafka.header_counts import count_fetched
+from eos_ingest.kafka import header_counts
 from eos_ingest.kafka.python_settings import Untranslatable, kafka_python_config
+from eos_ingest.kafka.record_batches import NeedsTheConsumer, count_fetched
 
 
 def batch_bytes(offsets: list[int], base: int = 0, compression: int = 0) -> bytes:
@@ -25,6 +26,21 @@ def batch_bytes(offsets: list[int], base: int = 0, compression: int = 0) -> byte
     data = bytearray(builder.build())
     data[0:8] = base.to_bytes(8, "big")  # the broker assigns the base offset
     return bytes(data)
+
+
+def test_the_gate_is_the_kafka_python_series_installed() -> None:
+    assert header_counts.KAFKA_PYTHON_VERSION[:2] == header_counts.KNOWN_SERIES
+    assert header_counts.HEADERS_ON  # requirements.lock's kafka-python 3.0.12
+
+
+def test_outside_the_gate_the_header_count_hands_over_before_it_connects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NeedsTheConsumer: committed_counts then counts with librdkafka's consumer (as for a setting
+    kafka-python cannot honour: test_a_setting_without_a_translation_counts_record_by_record)."""
+    monkeypatch.setattr(header_counts, "HEADERS_ON", False)
+    with pytest.raises(NeedsTheConsumer, match=r"tested on 3\.0\.x only"):
+        header_counts.count_from_headers({"bootstrap_servers": ["127.0.0.1:1"]}, {("t", 0): [(0, 5)]}, 1)
 
 
 def test_a_compacted_edge_batch_is_counted_by_its_records_offsets() -> None:
