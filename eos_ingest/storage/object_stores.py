@@ -31,6 +31,7 @@ from sqlalchemy.engine import make_url
 
 from eos_ingest.config.table_location import S3A, TableLocation, is_object_store
 from eos_ingest.errors import ConfigError
+from eos_ingest.jvm import java_context
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -199,6 +200,6 @@ def configure_session(spark: SparkSession, config: PipelineConfig) -> None:
             f"without {next(iter(LOG_STORE_CONF))}={LOG_STORE_CLASS} (found {impl!r}); start it "
             "through eos-ingest (spark_session.session_conf / submit.job_conf with object_storage=True)"
         )
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop = java_context(spark).hadoopConfiguration()
     for key, value in settings.items():
         hadoop.set(key, value)

@@ -29,6 +29,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_ingest.errors import PartialWriteError, WriteError
+from eos_ingest.jvm import jvm_of
 from eos_ingest.storage import commit_outcomes
 from eos_ingest.storage.iceberg.markers import newest_write
 from eos_ingest.storage.table_format import Txn
@@ -157,7 +158,7 @@ class StagedBranch:
             fence = None
             if self.txn is not None:
                 _, fence = newest_write(
-                    self._spark._jvm, table, app_id=self.txn.app_id, planned_at=self.txn.planned_at
+                    jvm_of(self._spark), table, app_id=self.txn.app_id, planned_at=self.txn.planned_at
                 )
         except Exception as exc:
             # Before the fast-forward: nothing of it was sent. The catalog's database restarting
@@ -210,7 +211,7 @@ class StagedBranch:
         try:
             table.refresh()
             main = table.currentSnapshot()
-            ancestors = self._spark._jvm.org.apache.iceberg.util.SnapshotUtil
+            ancestors = jvm_of(self._spark).org.apache.iceberg.util.SnapshotUtil
             landed = main is not None and bool(ancestors.isAncestorOf(table, main.snapshotId(), head))
             under = main is None or bool(ancestors.isAncestorOf(table, head, main.snapshotId()))
         except Exception as reread:

@@ -27,6 +27,7 @@ from sqlalchemy.engine import make_url
 from eos_ingest.config.table_location import is_object_store
 from eos_ingest.errors import ConfigError
 from eos_ingest.extras import needs_extra
+from eos_ingest.jvm import java_session, jvm_of
 from eos_ingest.storage.iceberg.rest_auth import SECRET_PROPERTIES, properties_from_env
 from eos_ingest.storage.object_stores import S3Access
 from eos_ingest.storage.table_names import catalog_name
@@ -123,7 +124,7 @@ class IcebergCatalog:
         loaded = current[f"spark.sql.catalog.{self.name}"] is not None
         for key, value in wanted.items():
             spark.conf.set(key, value)
-        manager = spark._jsparkSession.sessionState().catalogManager()
+        manager = java_session(spark).sessionState().catalogManager()
         if loaded:
             manager.reset()
         if self.type == "rest":
@@ -138,10 +139,8 @@ class IcebergCatalog:
     def java_table(self, spark: SparkSession, table: str) -> Any:
         """The org.apache.iceberg.Table of `table`, loaded now (its current metadata)."""
         self.ensure(spark)
-        jvm = spark._jvm
-        assert jvm is not None
-        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-            spark._jsparkSession, self.identifier(table)
+        return jvm_of(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+            java_session(spark), self.identifier(table)
         )
 
     def pyiceberg(self) -> Any:

@@ -24,6 +24,7 @@ from pyspark.sql.functions import col, partitioning
 
 from eos_ingest.config import partition_transforms
 from eos_ingest.errors import PartialWriteError
+from eos_ingest.jvm import jvm_of
 from eos_ingest.storage.commit_outcomes import describe, outcome
 from eos_ingest.storage.iceberg.branch import (
     PublishConflictError,
@@ -79,7 +80,7 @@ class IcebergFormat:
         identifier = self.catalog.identifier(path)
         table = self._table(spark, rows, path, partition_by)
         check_java(identifier, table)  # as planned, or changed since: refused
-        jvm = spark._jvm
+        jvm = jvm_of(spark)
         if txn is not None:
             _, fence = newest_write(jvm, table, app_id=txn.app_id, planned_at=txn.planned_at)
             if fence is not None and fence >= txn.fence:
@@ -218,7 +219,7 @@ class IcebergFormat:
             table.refresh()
             planned_at = txn.planned_at if txn is not None else None
             snapshot, fence = newest_write(
-                staged._spark._jvm, table, batch_id=batch_id, planned_at=planned_at
+                jvm_of(staged._spark), table, batch_id=batch_id, planned_at=planned_at
             )
             current = snapshot if snapshot is not None else table.currentSnapshot()
             version = int(current.snapshotId())

@@ -55,6 +55,7 @@ from eos_ingest.control.store import ControlStore
 from eos_ingest.control.vacuum_lock import ABANDONED_IN_FLIGHT
 from eos_ingest.errors import BatchStateError, MaintenanceBusyError
 from eos_ingest.extras import needs_extra
+from eos_ingest.jvm import java_session, jvm_of
 from eos_ingest.storage.iceberg.branch import BRANCH_PREFIX
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from eos_ingest.storage.lost_races import retry_lost_races
@@ -236,9 +237,7 @@ def _remove_branches(table: Any, names: list[str]) -> None:
 
 def _actions(spark: SparkSession) -> Any:
     """Iceberg's SparkActions of the session (the Java API the SQL procedures call)."""
-    jvm = spark._jvm
-    assert jvm is not None
-    return jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+    return jvm_of(spark).org.apache.iceberg.spark.actions.SparkActions.get(java_session(spark))
 
 
 def _lost_to_a_commit(exc: BaseException) -> bool:

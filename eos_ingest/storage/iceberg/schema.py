@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from eos_ingest.jvm import java_session, jvm_of
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -35,9 +37,7 @@ SCHEMA_ATTEMPTS = 3
 
 def spark_schema(spark: SparkSession, table: Any) -> StructType:
     """The table's current schema (an org.apache.iceberg.Table's) as Spark reads it."""
-    jvm = spark._jvm
-    assert jvm is not None
-    converted = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(table.schema())
+    converted = jvm_of(spark).org.apache.iceberg.spark.SparkSchemaUtil.convert(table.schema())
     return StructType.fromJson(json.loads(converted.json()))
 
 
@@ -47,10 +47,8 @@ def evolve_table(spark: SparkSession, table: Any, rows: DataFrame) -> list[str]:
     widening (IllegalArgumentException otherwise; schema_evolution refused those before any write).
     Names match case-insensitively, as Spark resolves them. Returns what changed, e.g.
     ["add coupon string", "widen amount to double"]."""
-    jvm = spark._jvm
-    assert jvm is not None
-    util = jvm.org.apache.iceberg.spark.SparkSchemaUtil
-    from_json = spark._jsparkSession.parseDataType  # a JVM DataType from its JSON (as pyspark's UDFs)
+    util = jvm_of(spark).org.apache.iceberg.spark.SparkSchemaUtil
+    from_json = java_session(spark).parseDataType  # a JVM DataType from its JSON (as pyspark's UDFs)
     for attempt in range(1, SCHEMA_ATTEMPTS + 1):
         table.refresh()
         schema = table.schema()
