@@ -43,6 +43,15 @@ def test_the_checker_finds_both_spellings() -> None:
     assert private_uses("a = s._jvm\nb = getattr(f, '_jdf')\nc = s.jvm\n") == ["1: _jvm", "2: _jdf"]
 
 
+def test_no_module_but_the_door_touches_pysparks_private_attributes() -> None:
+    uses = {
+        str(path.relative_to(PACKAGE.parent)): found
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != Path(jvm.__file__) and (found := private_uses(path.read_text()))
+    }
+    assert uses == {}, "reach the JVM through eos_ingest.jvm"
+
+
 def test_the_gate_is_the_pyspark_series_pyproject_allows() -> None:
     """When the pin moves, the door is read and tested again on the new series: then move
     KNOWN_SERIES with it."""

@@ -1,4 +1,5 @@
-"""The pinned versions agree with each other: pip's pyspark, pyspark-client, delta-spark and the jars."""
+"""The pinned versions agree with each other: pip's pyspark, pyspark-client, delta-spark and the jars,
+and the doors into other projects' internals with the series pyproject allows."""
 
 from __future__ import annotations
 
@@ -81,3 +82,32 @@ def test_spark_avro_jar_is_a_patch_of_pyspark_s_minor() -> None:
     assert match, "jvm/spark-connectors/pom.xml pins no spark-avro_2.13 version"
     assert match.group(1).split(".")[:2] == pyspark.__version__.split(".")[:2]
     assert (paths.spark_jars_dir() / f"spark-avro_2.13-{match.group(1)}.jar").exists()
+
+
+def pyproject_series(name: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The (major, minor) bounds of pyproject's `name>=A.B,<C.D` dependency."""
+    import tomllib
+
+    dependencies = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    spec = next(d.replace(" ", "") for d in dependencies if re.match(rf"{re.escape(name)}[<>=]", d))
+    bounds = re.fullmatch(rf"{re.escape(name)}>=(\d+)\.(\d+),<(\d+)\.(\d+)", spec)
+    assert bounds, spec
+    low_major, low_minor, high_major, high_minor = map(int, bounds.groups())
+    return (low_major, low_minor), (high_major, high_minor)
+
+
+def test_each_door_is_gated_on_the_series_pyproject_allows() -> None:
+    """A door into another project's internals is tested on one minor series, and the package
+    allows only that series: when a pin moves, this fails until the door is tested on the new
+    series and its gate moves with it. GX's site builders: test_gx_site (importing GX is not cheap);
+    pyspark's Py4J door: test_jvm."""
+    from eos_ingest.kafka import header_counts
+    from eos_ingest.storage import staged_write
+
+    for name, known, on in (
+        ("delta-spark", staged_write.KNOWN_SERIES, staged_write.STAGING_ON),
+        ("kafka-python", header_counts.KNOWN_SERIES, header_counts.HEADERS_ON),
+    ):
+        low, high = pyproject_series(name)
+        assert low == known and high == (known[0], known[1] + 1), name
+        assert on, f"the installed {name} (the lock's) is in the tested series"

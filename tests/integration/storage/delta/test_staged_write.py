@@ -6,12 +6,15 @@ to a concurrent writer is staged and checked anew, and an older fence stages not
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deltalake import DeltaTable
 
-from eos_ingest.errors import WriteError
+from eos_ingest.errors import ConfigError, WriteError
+from eos_ingest.jvm import jvm_of
 from eos_ingest.plan.ranges import PlannedRange
+from eos_ingest.storage.delta import staged_write
 from eos_ingest.storage.delta.staged_write import StagedReplace
 from eos_ingest.storage.delta.writer import Txn, commit_staged, replace_ranges, stage
 
@@ -230,3 +233,39 @@ def test_read_arrow_leaves_a_table_not_on_a_local_disk_to_spark() -> None:
         "/t/a=b c/part-0.parquet",
         "/elsewhere/p.parquet",
     ]
+
+
+def _arities(java_class: Any, names: set[str]) -> dict[str, set[int]]:
+    """The parameter counts of `java_class`'s public methods named in `names` (<init>: constructors)."""
+    found: dict[str, set[int]] = {}
+    for method in java_class.getMethods():
+        if method.getName() in names:
+            found.setdefault(method.getName(), set()).add(len(method.getParameterTypes()))
+    if "<init>" in names:
+        found["<init>"] = {len(c.getParameterTypes()) for c in java_class.getConstructors()}
+    return found
+
+
+def test_the_delta_internals_the_staged_replace_calls_have_the_shape_it_calls(spark) -> None:
+    """The door's other end (stage_replace and StagedReplace.commit): on a Delta inside the gate
+    these members exist with the arguments they are given. When this fails, the installed Delta
+    moved them: the gate (staged_write.KNOWN_SERIES) must not take that series in as it is."""
+    delta = jvm_of(spark).org.apache.spark.sql.delta
+    write = _arities(
+        delta.commands.WriteIntoDelta._java_lang_class,
+        {"<init>", "writeAndReturnCommitData", "hasBeenExecuted"},
+    )
+    assert 9 in write["<init>"] and 4 in write["writeAndReturnCommitData"] and 3 in write["hasBeenExecuted"]
+    assert 3 in _arities(delta.OptimisticTransaction._java_lang_class, {"commitIfNeeded"})["commitIfNeeded"]
+    assert 9 in _arities(delta.DeltaOperations.Write._java_lang_class, {"<init>"})["<init>"]
+    active = _arities(getattr(delta, "OptimisticTransaction$")._java_lang_class, {"setActive", "clearActive"})
+    assert 1 in active["setActive"] and 0 in active["clearActive"]
+
+
+def test_outside_the_gate_nothing_is_staged(spark, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(staged_write, "DELTA_VERSION", (4, 5, 0))
+    monkeypatch.setattr(staged_write, "STAGING_ON", False)
+    path = tmp_path / "table"
+    with pytest.raises(ConfigError, match=r"delta-spark 4\.5\.0: .* tested on delta-spark 4\.4\.x only"):
+        stage(spark, make_rows(spark, 0, "v"), str(path), [PlannedRange("t", 0, 0, 50)], 1)
+    assert not path.exists()
