@@ -6,11 +6,11 @@ around a Java frame or column. No other module of the package touches those attr
 Why a door at all: pyspark's public API has no handle on what these callers need, and each has a
 figure or a failure behind it:
 
-- Delta's write command with its commit held back until the gate (storage/staged_write.py: one
+- Delta's write command with its commit held back until the gate (storage/delta/staged_write.py: one
   Spark job for the read, the parse and the table's files instead of two; its docstring has the
   figure). Exit: a Delta API that writes a replace's files and commits them later (none in
   delta-spark's Python or Scala API; Delta Kernel's Transaction has it, for other engines).
-- Iceberg's Java API: a branch's snapshots and its fast-forward (storage/iceberg_branch.py,
+- Iceberg's Java API: a branch's snapshots and its fast-forward (storage/iceberg/branch.py,
   iceberg_format.py), the catalog's table objects (iceberg_catalog.py), schema updates
   (iceberg_schema.py) and SparkActions (iceberg_maintenance.py). Exit: Iceberg's SQL procedures
   and DDL where one says the same (`CALL ... fast_forward`, `ALTER TABLE`), which parse a string
@@ -91,7 +91,7 @@ def jvm_of(spark: SparkSession | None = None) -> Any:
     """The gateway's view of the JVM (Java classes by their full names) of `spark`, by default the
     active session."""
     if spark is None:
-        from pyspark.sql import SparkSession  # pyspark only once a door opens
+        from pyspark.sql import SparkSession  # noqa: PLC0415 pyspark only once a door opens (a JVM-free process imports this module)
 
         spark = SparkSession.active()
     return _classic(spark, "_jvm")
@@ -114,7 +114,7 @@ def java_frame(frame: DataFrame) -> Any:
 
 def python_frame(java: Any, spark: SparkSession) -> DataFrame:
     """A pyspark DataFrame over the JVM's Dataset[Row] `java`."""
-    from pyspark.sql import DataFrame  # pyspark only once a door opens
+    from pyspark.sql import DataFrame  # noqa: PLC0415 pyspark only once a door opens (a JVM-free process imports this module)
 
     _checked()
     return DataFrame(java, spark)
@@ -122,7 +122,7 @@ def python_frame(java: Any, spark: SparkSession) -> DataFrame:
 
 def python_column(java: Any) -> Column:
     """A pyspark Column over the JVM's Column `java`."""
-    from pyspark.sql import Column  # pyspark only once a door opens
+    from pyspark.sql import Column  # noqa: PLC0415 pyspark only once a door opens (a JVM-free process imports this module)
 
     _checked()
     return Column(java)

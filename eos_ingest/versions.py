@@ -1,5 +1,5 @@
 """Installed versions of other projects, for the gates of the doors into their internals
-(jvm, quality/site, kafka/header_counts, storage/staged_write): each door is on for the minor
+(jvm, quality/site, kafka/header_counts, storage/delta/staged_write): each door is on for the minor
 series pyproject pins, where it was written and tested (tests/unit/test_versions.py)."""
 
 from __future__ import annotations

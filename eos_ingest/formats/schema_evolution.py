@@ -25,7 +25,6 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame as PyDataFrame
 from pyspark.sql import functions as F
 
 from eos_ingest.config.checks import replaced

@@ -102,7 +102,7 @@ def test_each_door_is_gated_on_the_series_pyproject_allows() -> None:
     series and its gate moves with it. GX's site builders: test_gx_site (importing GX is not cheap);
     pyspark's Py4J door: test_jvm."""
     from eos_ingest.kafka import header_counts
-    from eos_ingest.storage import staged_write
+    from eos_ingest.storage.delta import staged_write
 
     for name, known, on in (
         ("delta-spark", staged_write.KNOWN_SERIES, staged_write.STAGING_ON),
