@@ -2,7 +2,7 @@
 
 Importing GX takes seconds (over ten on a busy host) and logs hundreds of lines; the DAG parser
 loads every pipeline file, so the config checks names against this table instead. Generated from
-the installed GX; tests/unit/config/test_config.py fails when it no longer matches. Regenerate with
+the installed GX; tests/unit/config/test_pipeline.py fails when it no longer matches. Regenerate with
 ``.venv/bin/python -m eos_ingest.config.expectation_types``. quality/suite.py still builds each expectation with GX
 itself, which checks the values.
 """

@@ -14,7 +14,7 @@ Gated on the installed kafka-python: on (KEEPS_THE_LAST_BYTES) for the versions 
 transports drop the bytes (3.0.0, where kafka.net came in, to 3.0.12, the lock's and the one
 tested); on any other version the manager builds kafka-python's own transports, silently. To
 report upstream (dpkp/kafka-python, not filed yet): docs/upstream/kafka-python-refused-login.md.
-Exit: test_kafka_python_net fails when the installed version's own transport keeps the bytes while
+Exit: test_python_net fails when the installed version's own transport keeps the bytes while
 the gate is on (then drop this module), or drops them while it is off (then widen KNOWN_TO_DROP).
 
 The 256 KiB reads these transports made (kafka-python reads 4 KiB a call) are gone: no wall-clock

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from eos_ingest import paths
 from tests.e2e.airflow_api import AirflowApi
-from tests.fixtures.kafka import free_port
+from tests.helpers.ports import free_port
 
 AIRFLOW_SH = paths.REPO_ROOT / "scripts" / "airflow.sh"
 

@@ -39,7 +39,7 @@ from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from tests.e2e.airflow_api import AirflowApi
 from tests.e2e.airflow_stack import running_airflow
 from tests.fixtures.kafka import SaslSslListener
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 CANARY = f"canary-{secrets.token_hex(8)}"
 LEAKS_CANARY = f"S3CR3T-CANARY-{secrets.token_hex(6)}"  # the leaks pipeline's, from the environment

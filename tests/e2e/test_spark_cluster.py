@@ -24,7 +24,7 @@ from eos_ingest.control.store import ControlStore
 from tests.e2e.conftest import RUN_TIMEOUT_S, Stack
 from tests.fixtures.pipelines import verify_pipeline, write_pipeline
 from tests.fixtures.spark_cluster import assert_ran_on_cluster
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from eos_ingest import paths
-from tests.install_probes import AIRFLOW_PROBE
+from tests.helpers.install_probes import AIRFLOW_PROBE
 
 pytestmark = [
     pytest.mark.integration,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.fixtures.kafka import free_port
+from tests.helpers.ports import free_port
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 
 from eos_ingest.cli import main as cli_main
 from eos_ingest.control.store import ControlStore
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

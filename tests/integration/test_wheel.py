@@ -33,8 +33,8 @@ import yaml
 
 from eos_ingest import paths
 from tests.fixtures.pipelines import JSON_SCHEMA
-from tests.install_probes import AIRFLOW_PROBE, PROBE
-from tests.kafka_helpers import TxProducer
+from tests.helpers.install_probes import AIRFLOW_PROBE, PROBE
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

@@ -16,30 +16,16 @@ Not declaring what it imports is how `eos-ingest plan` failed in a fresh venv wi
 from __future__ import annotations
 
 import ast
-import re
 import sys
-import tomllib
 from collections.abc import Iterator
 from functools import cache
 from importlib.metadata import distribution, packages_distributions
 
 from eos_ingest import paths
+from tests.helpers.dependencies import declared, distribution_name
 
 # Subpackages that only a host loads, with the extra that brings that host's pieces.
 HOSTED = {"eos_ingest.airflow": "airflow"}
-
-
-def _name(requirement: str) -> str:
-    return re.sub(r"[-_.]+", "-", re.split(r"[\s\[<>=!~;(]", requirement, maxsplit=1)[0]).lower()
-
-
-def declared() -> tuple[set[str], dict[str, set[str]]]:
-    project = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())["project"]
-    extras = {
-        extra: {_name(r) for r in requirements}
-        for extra, requirements in project.get("optional-dependencies", {}).items()
-    }
-    return {_name(r) for r in project["dependencies"]}, extras
 
 
 def imports(tree: ast.Module) -> Iterator[tuple[str, int, bool]]:
@@ -80,11 +66,13 @@ def owners(module: str) -> set[str]:
     for depth in range(len(parts), 0, -1):
         path = "/".join(parts[:depth])
         holders = {
-            _name(d) for d in found if any(f.startswith(f"{path}/") or f == f"{path}.py" for f in _files(d))
+            distribution_name(d)
+            for d in found
+            if any(f.startswith(f"{path}/") or f == f"{path}.py" for f in _files(d))
         }
         if holders:
             return holders
-    return {_name(d) for d in found}
+    return {distribution_name(d) for d in found}
 
 
 def undeclared(sources: dict[str, str], dependencies: set[str], extras: dict[str, set[str]]) -> list[str]:

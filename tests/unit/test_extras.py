@@ -15,6 +15,7 @@ from eos_ingest.extras import EXTRAS, needs_extra
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from eos_ingest.storage.iceberg.reader import IcebergReader
 from eos_ingest.storage.table_names import TABLE
+from tests.helpers.dependencies import declared
 
 
 def test_a_missing_module_of_the_extra_names_the_extra_and_the_pip_command() -> None:
@@ -32,8 +33,6 @@ def test_a_missing_module_of_something_else_is_not_the_extras() -> None:
 
 
 def test_every_extra_named_here_is_one_of_pyprojects() -> None:
-    from tests.unit.test_declared_dependencies import declared
-
     assert set(EXTRAS) <= set(declared()[1])
 
 

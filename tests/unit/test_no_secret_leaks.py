@@ -38,8 +38,8 @@ from eos_ingest.errors import ConfigError, KafkaUnavailableError
 from eos_ingest.kafka.admin import QuietLibrdkafkaLog
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 from eos_ingest.service import operations, status
-from tests.fixtures import page_users
-from tests.fixtures.kafka import free_port
+from tests.helpers import page_users
+from tests.helpers.ports import free_port
 
 CANARIES = {"plain": "S3CR3T-CANARY-xyz", "special": "S3CR3T/CAN+ARY=%2Fx y'z\"q\\w"}
 

@@ -20,7 +20,7 @@ import pytest
 
 from eos_ingest import paths
 from eos_ingest.config.pipeline import PipelineConfig
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ import yaml
 from eos_ingest import paths
 from eos_ingest.control.store import ControlStore
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
-from tests.fixtures.kafka import free_port
+from tests.helpers.ports import free_port
 
 pytestmark = pytest.mark.integration
 

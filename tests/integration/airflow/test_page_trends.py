@@ -3,7 +3,7 @@ lag that a real plan (`eos-ingest plan`) and a real lag check (`eos-ingest check
 read back by the plugin's own app, each chart ending at the value the page's tables show.
 
 The batch is committed as the Spark job would commit it (its counts given): the charts read the
-control DB, not the table. Without a broker: tests/unit/airflow/test_plugin_app.py (the page) and
+control DB, not the table. Without a broker: tests/unit/airflow/test_ingestion_page.py (the page) and
 tests/unit/service/test_trends.py (the samples)."""
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from eos_ingest.cli import main as cli_main
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.schema import LagSource
 from eos_ingest.service.operations import open_store
-from tests.fixtures import page_users
-from tests.kafka_helpers import TxProducer
-from tests.unit.airflow.test_plugin_app import figures, latest
+from tests.helpers import page_users
+from tests.helpers.kafka import TxProducer
+from tests.helpers.page_charts import figures, latest
 
 pytestmark = pytest.mark.integration
 

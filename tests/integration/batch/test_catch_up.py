@@ -17,8 +17,9 @@ from eos_ingest.plan.ranges import TopicPartition
 from eos_ingest.service.operations import job_argv
 from eos_ingest.spark.session import spark_submit_env
 from tests.fixtures.pipelines import on_cases, pending_scheduled_batch, verify_pipeline
-from tests.integration.batch.test_failures import finish, planned_batch, wait_for_pause
-from tests.kafka_helpers import TxProducer
+from tests.helpers.batches import planned_batch
+from tests.helpers.kafka import TxProducer
+from tests.helpers.processes import finish, wait_for_pause
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 from tests.fixtures.pipelines import ingest_once, on_cases, table_rows, verify_pipeline
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

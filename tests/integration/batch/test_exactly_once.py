@@ -15,7 +15,7 @@ from eos_ingest.spark.kafka_source import read_ranges
 from eos_ingest.storage.table_names import QUARANTINE
 from tests.fixtures.pipelines import ingest_once, on_cases, on_formats, table_rows, verify_pipeline
 from tests.fixtures.postgres import on_control_db
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

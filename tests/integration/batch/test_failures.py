@@ -18,8 +18,8 @@ from eos_ingest.service.operations import job_argv
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from tests.fixtures.pipelines import ingest_once, on_cases, table_count, verify_pipeline
-from tests.kafka_helpers import TxProducer
-from tests.process_helpers import wait_for_pause
+from tests.helpers.batches import planned_batch
+from tests.helpers.processes import finish, wait_for_pause
 
 pytestmark = pytest.mark.integration
 
@@ -39,18 +39,6 @@ def start_job(
         )
 
 
-def finish(job: subprocess.Popen[str], log: Path, timeout_s: float = 240) -> tuple[int, str]:
-    job.wait(timeout=timeout_s)
-    return job.returncode, log.read_text()
-
-
-def produce_batch(bootstrap: str, topic: str) -> None:
-    producer = TxProducer(bootstrap)
-    producer.transaction(topic, [{"id": i, "name": "x", "amount": 1.0} for i in range(200)], commit=True)
-    producer.transaction(topic, [{"id": -1, "name": "aborted", "amount": 0.0}] * 50, commit=False)
-    producer.transaction(topic, [{"id": i, "name": "y", "amount": 2.0} for i in range(200, 300)], commit=True)
-
-
 def staged_branches(spark, config) -> list[str]:
     """The Iceberg table's refs that are a batch's staged branch (eos_batch<id>_f<fence>)."""
     table = IcebergCatalog.of(config).java_table(spark, config.output.table)
@@ -66,16 +54,6 @@ def rerun(spark, config, batch_id: int) -> BatchResult:
     again = ingest_once(spark, config)
     assert again is not None and again.batch_id == batch_id, again
     return again
-
-
-def planned_batch(bootstrap: str, topic: str, make_pipeline, control_db_url: str):
-    """A topic with committed and aborted transactions, and its first batch planned (not run)."""
-    produce_batch(bootstrap, topic)
-    config = make_pipeline([topic], control_db_url)
-    store = open_store(config)
-    batch, _ = plan_batch(config, store)
-    assert batch is not None
-    return config, store, batch
 
 
 # The control DB's side of the claim on PostgreSQL; Iceberg's (published to main, then the kill) on SQLite.

@@ -31,7 +31,7 @@ from eos_ingest.storage.table_formats import output_reader
 from eos_ingest.storage.table_names import TABLE
 from tests.fixtures.pipelines import ingest_once
 from tests.fixtures.postgres import on_control_db
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

@@ -46,9 +46,9 @@ from eos_ingest.service.operations import plan_batch
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from tests.fixtures.own_postgres import HoldingProxy, OwnPostgres, own_postgres
 from tests.fixtures.pipelines import ingest_once
-from tests.kafka_helpers import TxProducer
-from tests.process_helpers import AttemptInThread
-from tests.s3a_helpers import CLI, commit_entries, identities
+from tests.helpers.kafka import TxProducer
+from tests.helpers.processes import AttemptInThread
+from tests.helpers.s3a import CLI, commit_entries, identities
 
 pytestmark = pytest.mark.integration
 

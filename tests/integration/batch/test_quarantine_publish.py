@@ -44,8 +44,8 @@ from tests.fixtures.pipelines import (
     verify_pipeline,
     write_pipeline,
 )
-from tests.kafka_helpers import TxProducer
-from tests.process_helpers import AttemptInThread, wait_for_pause
+from tests.helpers.kafka import TxProducer
+from tests.helpers.processes import AttemptInThread, wait_for_pause
 
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)]
 

@@ -39,7 +39,7 @@ from eos_ingest.service.operations import open_store, plan_batch
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from tests.fixtures.pipelines import ingest_once
 from tests.fixtures.postgres import on_control_db
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

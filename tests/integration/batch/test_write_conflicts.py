@@ -23,7 +23,7 @@ from eos_ingest.storage.lost_races import CONFLICT_ATTEMPTS_ENV
 from eos_ingest.storage.table_format import Txn, txn_app_id
 from eos_ingest.storage.table_names import QUARANTINE, TABLE
 from tests.fixtures.pipelines import ingest_once, on_formats, table_count, verify_pipeline
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 sqlite_only = pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)

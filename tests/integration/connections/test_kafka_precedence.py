@@ -16,7 +16,7 @@ import yaml
 from eos_ingest.cli import main as cli_main
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.control.store import ControlStore
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 JSON_SCHEMA = "id BIGINT, name STRING, amount DOUBLE"
 

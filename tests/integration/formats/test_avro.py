@@ -8,36 +8,24 @@ test_avro_registry.py does the same through a real registry, with AvroSerializer
 
 from __future__ import annotations
 
-import io
 import json
 import struct
 from pathlib import Path
 
-import fastavro
 import pytest
 
 from eos_ingest.cli import main as cli_main
 from eos_ingest.control.store import BatchStatus, ControlStore
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
-from tests.kafka_helpers import TxProducer
+from tests.helpers.avro import V1, V2, framed
+from tests.helpers.kafka import TxProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)]
 
-V1 = {"type": "record", "name": "Order", "namespace": "shop",
-      "fields": [{"name": "id", "type": "long"}, {"name": "name", "type": "string"}]}  # fmt: skip
-# v2 adds a field with a default: a v1 record read with v2 gets the default.
-V2 = {**V1, "fields": [*V1["fields"], {"name": "amount", "type": "double", "default": -1.0}]}
 # id became a string: a long reader cannot read it (Avro promotes long to float/double, never string).
 INCOMPATIBLE = {**V1, "fields": [{"name": "id", "type": "string"}, {"name": "name", "type": "string"}]}
 IDS = {"v1": 1, "v2": 2, "incompatible": 3}
 UNKNOWN_ID = 99
-
-
-def framed(schema_id: int, schema: dict, record: dict) -> bytes:
-    """The Schema Registry wire format: magic byte 0, the id (big-endian int32), the Avro body."""
-    body = io.BytesIO()
-    fastavro.schemaless_writer(body, fastavro.parse_schema(schema), record)
-    return b"\x00" + struct.pack(">I", schema_id) + body.getvalue()
 
 
 @pytest.fixture

@@ -19,8 +19,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from eos_ingest.storage.table_names import QUARANTINE
 from tests.fixtures.pipelines import ingest_once, on_formats, table_rows, verify_pipeline
-from tests.integration.formats.test_avro import V1, framed
-from tests.integration.formats.test_avro_registry import schema_id
+from tests.helpers.avro import V1, framed, schema_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)]
 

@@ -17,16 +17,10 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
-from tests.integration.formats.test_avro import V1, V2
-from tests.kafka_helpers import TxProducer
+from tests.helpers.avro import V1, V2, schema_id
+from tests.helpers.kafka import TxProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)]
-
-
-def schema_id(value: bytes) -> int:
-    """The id of a value in the wire format: the 4 bytes after the magic byte."""
-    assert value[:1] == b"\x00", value
-    return int(struct.unpack(">I", value[1:5])[0])
 
 
 def test_serializer_registered_writers_are_resolved_from_the_registry_and_an_unknown_id_is_quarantined(

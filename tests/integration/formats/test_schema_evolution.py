@@ -17,8 +17,8 @@ from eos_ingest.errors import SchemaEvolutionError
 from eos_ingest.service.backfill import create_backfill, parse_request
 from eos_ingest.service.operations import open_store, plan_batch
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
-from tests.integration.formats.test_avro import V1, framed
-from tests.kafka_helpers import TxProducer
+from tests.helpers.avro import V1, framed
+from tests.helpers.kafka import TxProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)]
 

@@ -22,7 +22,7 @@ from eos_ingest.errors import KafkaAccessError
 from eos_ingest.kafka.committed_counts import count_by_records, read_committed_counts
 from eos_ingest.kafka.header_counts import count_from_headers
 from eos_ingest.kafka.python_settings import kafka_python_config
-from tests.kafka_helpers import stable_end, watermarks
+from tests.helpers.kafka import stable_end, watermarks
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ import yaml
 from eos_ingest.cli import main as cli_main
 from eos_ingest.control.store import ControlStore
 from tests.fixtures.kafka import SaslSslListener
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

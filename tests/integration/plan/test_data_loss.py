@@ -21,7 +21,7 @@ from eos_ingest.service.operations import job_argv
 from eos_ingest.spark.session import spark_submit_env
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.fixtures.postgres import on_control_db
-from tests.kafka_helpers import TxProducer, watermarks
+from tests.helpers.kafka import TxProducer, watermarks
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from eos_ingest.kafka.offsets import fetch_identity
 from eos_ingest.plan.ranges import TopicPartition
 from eos_ingest.service.backfill import create_backfill, parse_request
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from eos_ingest.plan.ranges import PlannedRange, TopicPartition
 from eos_ingest.service.backfill import create_backfill, parse_request, plan_backfill
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.fixtures.postgres import on_control_db
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

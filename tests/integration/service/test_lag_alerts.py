@@ -19,8 +19,8 @@ from eos_ingest.cli import main as cli_main
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import EXIT_LAG_LIMIT
 from eos_ingest.service.operations import open_store
-from tests.integration.service.test_status import ingest_first_batch
-from tests.kafka_helpers import TxProducer
+from tests.helpers.batches import ingest_first_batch
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from eos_ingest.cli import main as cli_main
 from eos_ingest.cli import open_store, plan_batch
 from eos_ingest.errors import BatchStateError
 from eos_ingest.spark.session import spark_submit_env
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

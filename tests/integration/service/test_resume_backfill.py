@@ -21,8 +21,8 @@ from eos_ingest.service.operations import job_argv, open_store, record_backfill
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from tests.fixtures.pipelines import ingest_once, on_cases, verify_pipeline
-from tests.kafka_helpers import TxProducer
-from tests.process_helpers import wait_for_pause
+from tests.helpers.kafka import TxProducer
+from tests.helpers.processes import wait_for_pause
 
 pytestmark = pytest.mark.integration
 

@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from eos_ingest.cli import main as cli_main
-from eos_ingest.cli import plan_batch
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import ControlStore
 from eos_ingest.service.status import pipeline_status
 from tests.fixtures.postgres import on_control_db
-from tests.kafka_helpers import TxProducer, watermarks
+from tests.helpers.batches import ingest_first_batch
+from tests.helpers.kafka import TxProducer, watermarks
 
 # What the status reads from the DB is proven on both backends in tests/integration/control/.
 pytestmark = [pytest.mark.integration, on_control_db("sqlite")]
@@ -28,17 +28,6 @@ def lso(bootstrap: str, topic: str, partition: int) -> int:
 
 def without_ages(partitions: list[dict[str, object]]) -> list[dict[str, object]]:
     return [{k: v for k, v in p.items() if k != "oldest_unread_age_s"} for p in partitions]
-
-
-def ingest_first_batch(config: PipelineConfig, store: ControlStore) -> dict[int, int]:
-    """Plan to the LSOs and commit the batch as a Spark job would; returns partition -> end."""
-    batch, _ = plan_batch(config, store)
-    assert batch is not None
-    store.commit_batch(
-        batch.batch_id, store.take_fence(batch.batch_id), records_read=0, records_written=0,
-        records_quarantined=0, delta_version=0, quarantine_delta_version=None,
-    )  # fmt: skip
-    return {r.partition: r.end for r in batch.ranges}
 
 
 def test_lag_is_the_last_stable_offset_minus_the_committed_offset(

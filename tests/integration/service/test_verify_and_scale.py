@@ -16,9 +16,9 @@ from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import ControlStoreUnavailableError, KafkaUnavailableError
 from eos_ingest.kafka.offsets import fetch_partition_offsets
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
-from tests.fixtures.kafka import free_port
 from tests.fixtures.pipelines import ingest_once, on_formats, verify_pipeline
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
+from tests.helpers.ports import free_port
 
 pytestmark = pytest.mark.integration
 sqlite_only = pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)

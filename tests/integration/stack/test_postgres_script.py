@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from eos_ingest import paths
-from tests.fixtures.kafka import free_port
+from tests.helpers.ports import free_port
 
 pytestmark = pytest.mark.integration
 

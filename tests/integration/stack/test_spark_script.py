@@ -10,8 +10,7 @@ import sys
 import pytest
 
 from eos_ingest import paths
-from tests.fixtures.kafka import free_ports
-from tests.integration.stack.test_stack_script import port_open
+from tests.helpers.ports import free_ports, port_open
 
 pytestmark = pytest.mark.integration
 

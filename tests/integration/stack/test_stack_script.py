@@ -11,15 +11,9 @@ from pathlib import Path
 import pytest
 
 from eos_ingest import paths
-from tests.fixtures.kafka import free_port, free_ports
+from tests.helpers.ports import free_port, free_ports, port_open
 
 pytestmark = pytest.mark.integration
-
-
-def port_open(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(1)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def stack(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.kafka_helpers import TxProducer, read_committed, watermarks
+from tests.helpers.kafka import TxProducer, read_committed, watermarks
 
 pytestmark = pytest.mark.integration
 

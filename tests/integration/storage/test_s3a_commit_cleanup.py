@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 from eos_ingest import paths
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.storage.object_stores import S3Access, delta_rs_uri
-from tests.s3a_helpers import commit_entries, s3_objects, spark_app_argv
+from tests.helpers.s3a import commit_entries, s3_objects, spark_app_argv
 
 pytestmark = pytest.mark.integration
 postgres_only = pytest.mark.parametrize("control_db_url", ["postgresql"], indirect=True)

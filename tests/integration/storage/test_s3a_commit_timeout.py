@@ -32,7 +32,7 @@ from sqlalchemy.engine import make_url
 
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.storage.object_stores import S3Access, coordinator_conf, delta_rs_uri
-from tests.s3a_helpers import commit_entries, delete_objects, s3_objects, spark_app_argv
+from tests.helpers.s3a import commit_entries, delete_objects, s3_objects, spark_app_argv
 
 pytestmark = pytest.mark.integration
 postgres_only = pytest.mark.parametrize("control_db_url", ["postgresql"], indirect=True)

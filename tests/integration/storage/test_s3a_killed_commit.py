@@ -41,9 +41,9 @@ from sqlalchemy import create_engine, text
 
 from eos_ingest.config.table_location import S3A
 from eos_ingest.storage.object_stores import S3Access, delta_rs_table
-from tests.kafka_helpers import TxProducer, read_committed
-from tests.process_helpers import wait_for_pause
-from tests.s3a_helpers import CLI, cli, commit_entries, identities
+from tests.helpers.kafka import TxProducer, read_committed
+from tests.helpers.processes import wait_for_pause
+from tests.helpers.s3a import CLI, cli, commit_entries, identities
 
 pytestmark = pytest.mark.integration
 postgres_only = pytest.mark.parametrize("control_db_url", ["postgresql"], indirect=True)

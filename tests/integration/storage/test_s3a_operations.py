@@ -37,9 +37,9 @@ from sqlalchemy import create_engine, text
 from eos_ingest import paths
 from eos_ingest.control.store import ControlStore
 from eos_ingest.storage.object_stores import delta_rs_table
-from tests.fixtures.page_users import viewer
-from tests.kafka_helpers import TxProducer, read_committed
-from tests.s3a_helpers import CLI, cli, commit_entries, identities
+from tests.helpers.kafka import TxProducer, read_committed
+from tests.helpers.page_users import viewer
+from tests.helpers.s3a import CLI, cli, commit_entries, identities
 
 pytestmark = pytest.mark.integration
 postgres_only = pytest.mark.parametrize("control_db_url", ["postgresql"], indirect=True)

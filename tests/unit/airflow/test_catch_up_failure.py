@@ -16,7 +16,7 @@ import pytest
 from eos_ingest.control.store import BatchStatus, ControlStore
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 from eos_ingest.service.operations import unfinished_catch_up_batch
-from tests.unit.airflow.test_dagbag import PIPELINES, dag_bag
+from tests.helpers.dag_bag import PIPELINES, dag_bag
 
 P = "demo"
 RUN = "scheduled__2026-11-25T00:00:00+00:00"

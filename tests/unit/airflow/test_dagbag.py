@@ -10,7 +10,6 @@ import ast
 import copy
 import json
 import logging
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,31 +19,11 @@ import pytest
 
 from eos_ingest import paths
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
-
-# Airflow reads its config when first imported: a throw-away AIRFLOW_HOME, never ~/airflow; one
-# per pytest-xdist worker, as each writes its airflow.cfg there.
-os.environ.setdefault(
-    "AIRFLOW_HOME",
-    str(paths.state_dir() / f"airflow-unit-tests-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"),
-)
-os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-# Airflow's logging setup lowers the root level to INFO; py4j would then log "Closing down
-# clientserver connection" from a destructor at exit, after pytest has closed the streams.
-logging.getLogger("py4j").setLevel(logging.WARNING)
-
-DAGS = paths.REPO_ROOT / "dags"
-PIPELINES = paths.REPO_ROOT / "pipelines"
+from tests.helpers.dag_bag import DAGS, PIPELINES, dag_bag
 
 
 def repo_pipelines() -> list[PipelineConfig]:
     return [load_pipeline(p) for p in sorted(PIPELINES.glob("*.yaml"))]
-
-
-def dag_bag(pipelines_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from airflow.dag_processing.dagbag import DagBag
-
-    monkeypatch.setenv("EOS_PIPELINES_DIR", str(pipelines_dir))
-    return DagBag(dag_folder=str(DAGS))
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import eos_ingest
 from bench.ungated import UNGATED_JOB, Ungated, ungated_argv
 from eos_ingest.batch.gate_step import GateStep, QualityGate
 from eos_ingest.spark import submit
-from tests.fake_jars import fake_jars_state
+from tests.helpers.fake_jars import fake_jars_state
 
 PACKAGE = Path(eos_ingest.__file__).parent
 

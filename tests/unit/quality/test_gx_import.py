@@ -136,7 +136,7 @@ GX_RUN = textwrap.dedent(
     from eos_ingest.quality import gx_import
     gx_import.import_gx(hide=["pyspark"])  # as an audit-only process (operations.audit_batches)
     specs = {name: importlib.util.find_spec(name).name for name in gx_import.GX_DEFERRED_MODULES}
-    from tests.gx_helpers import frame, pipeline
+    from tests.helpers.gx import frame, pipeline
 
     config = pipeline(Path(sys.argv[1]), "deferred")
     result, _, report = gx_context.validate(config, 1, "gate", frame(), 3)

@@ -19,7 +19,7 @@ import pytest
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.errors import ConfigError, GxLockTimeoutError
 from eos_ingest.quality import context as gx_context
-from tests.gx_helpers import frame, pipeline
+from tests.helpers.gx import frame, pipeline
 
 SLOW_S = 3.0  # each validation's computation is made to take this long
 

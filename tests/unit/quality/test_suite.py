@@ -10,7 +10,6 @@ import pytest
 import yaml
 
 from eos_ingest import paths
-from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.errors import ConfigError
 from eos_ingest.quality.gx_import import quiet_gx
 from eos_ingest.quality.suite import (
@@ -23,6 +22,7 @@ from eos_ingest.quality.suite import (
     validated_columns,
     with_range_column_pandas,
 )
+from tests.helpers.gx import expecting, unchecked
 
 with quiet_gx():
     from great_expectations.core import ExpectationSuiteValidationResult, ExpectationValidationResult
@@ -34,24 +34,6 @@ with quiet_gx():
 def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("EOS_STATE_DIR", str(tmp_path / "state"))
     return tmp_path / "state"
-
-
-def pipeline(tmp_path: Path, expectations: list[dict[str, Any]]) -> PipelineConfig:
-    doc = {
-        "name": "orders",
-        "topics": ["orders"],
-        "value": {"format": "json", "schema": "id BIGINT, amount DOUBLE"},
-        "expectations": expectations,
-    }
-    path = tmp_path / "orders.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return load_pipeline(path)
-
-
-def unchecked(tmp_path: Path, expectations: list[dict[str, Any]]) -> PipelineConfig:
-    """A config whose expectations skipped the file's load-time check (made in code): the suite's
-    own check must still name the problem."""
-    return pipeline(tmp_path, []).model_copy(update={"expectations": tuple(expectations)})
 
 
 def test_the_default_suite_in_the_repo_holds_the_four_checks_as_known_gx_types() -> None:
@@ -83,7 +65,7 @@ def test_the_gx_project_config_keeps_generated_files_out_of_the_repo() -> None:
 def test_a_pipeline_suite_is_the_default_suite_then_its_own_expectations(tmp_path: Path) -> None:
     own = {"type": "expect_column_values_to_be_between", "column": "amount", "min_value": 0,
            "severity": "warning"}  # fmt: skip
-    suite = build_suite(pipeline(tmp_path, [own]))
+    suite = build_suite(expecting(tmp_path, [own]))
 
     assert suite.name == "orders"
     assert len(suite.expectations) == len(default_suite_doc()["expectations"]) + 1
@@ -200,7 +182,7 @@ IDENTITY = ["kafka_topic", "kafka_partition", "kafka_offset"]
 def test_the_validated_frame_keeps_every_column_the_suite_reads(
     tmp_path: Path, expectations: list[dict[str, Any]], columns: list[str]
 ) -> None:
-    assert validated_columns(pipeline(tmp_path, expectations), FRAME) == [c for c in FRAME if c in columns]
+    assert validated_columns(expecting(tmp_path, expectations), FRAME) == [c for c in FRAME if c in columns]
 
 
 def test_the_pandas_range_column_names_rows_outside_the_planned_ranges_as_spark_does() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from eos_ingest.quality import context as gx_context
 from eos_ingest.quality import gate as quality
-from tests.unit.quality.test_suite import pipeline, unchecked
+from tests.helpers.gx import expecting, unchecked
 
 
 @pytest.fixture(autouse=True)
@@ -19,7 +19,7 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_warm_up_opens_the_gx_context_the_gate_then_reuses(tmp_path: Path) -> None:
-    config = pipeline(tmp_path, [])
+    config = expecting(tmp_path, [])
     assert gx_context.gx_root() not in gx_context._contexts
 
     assert quality.warm_up(config) is True

@@ -139,8 +139,8 @@ def test_the_pipeline_page_shows_the_limits_beside_the_lag_and_its_age(
 
     from eos_ingest.airflow.ingestion_page import build_app
     from eos_ingest.service import status
-    from tests.fixtures import page_users
-    from tests.fixtures.kafka import free_port
+    from tests.helpers import page_users
+    from tests.helpers.ports import free_port
 
     folder = tmp_path / "pipelines"
     folder.mkdir()

@@ -10,7 +10,7 @@ from eos_ingest.control.store import Batch, ControlStore
 from eos_ingest.errors import ConfigError
 from eos_ingest.plan.ranges import PlannedRange, TopicPartition
 from eos_ingest.service.operations import caught_up, job_records, maintain
-from tests.fixtures.batches import batch_row
+from tests.helpers.batches import batch_row
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)
 

@@ -26,8 +26,8 @@ from eos_ingest.control.store import BatchKind, ControlStore
 from eos_ingest.plan.ranges import PartitionOffsets, PlannedRange
 from eos_ingest.service import status
 from eos_ingest.service.status import batch_page, oldest_unread, pipeline_status
-from tests.fixtures import page_users
-from tests.fixtures.kafka import free_port
+from tests.helpers import page_users
+from tests.helpers.ports import free_port
 
 MANY = 10_000
 

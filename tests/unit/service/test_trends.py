@@ -22,7 +22,7 @@ from eos_ingest.plan.identity import KafkaIdentity
 from eos_ingest.plan.ranges import PartitionOffsets, Plan, PlannedRange, TopicPartition
 from eos_ingest.service import lag_alerts, operations, trends
 from eos_ingest.service.status import batch_duration_s, batch_status
-from tests.fixtures.kafka import free_port
+from tests.helpers.ports import free_port
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ import pytest
 from eos_ingest.spark import class_archive
 from eos_ingest.spark.session import DRIVER_JVM_PROFILES
 from eos_ingest.spark.submit import job_conf
-from tests.fake_jars import fake_jars_state, local_jars_env
+from tests.helpers.fake_jars import fake_jars_state, local_jars_env
 
 OPTION = "spark.driver.extraJavaOptions"
 LOCAL_DRIVER_JAVA_OPTIONS = DRIVER_JVM_PROFILES["two-core"]  # a job of unknown size
@@ -19,7 +19,7 @@ LOCAL_DRIVER_JAVA_OPTIONS = DRIVER_JVM_PROFILES["two-core"]  # a job of unknown 
 
 @pytest.fixture()
 def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A state folder with the jar names local_jars() asks for (tests/fake_jars.py)."""
+    """A state folder with the jar names local_jars() asks for (tests/helpers/fake_jars.py)."""
     return local_jars_env(tmp_path, monkeypatch)
 
 

@@ -12,7 +12,7 @@ import pytest
 from eos_ingest.errors import ConfigError
 from eos_ingest.spark.session import DRIVER_JVM_PROFILES, SMALL_BATCH_RECORDS, local_driver_java_options
 from eos_ingest.spark.submit import job_conf, local_session_conf
-from tests.fake_jars import local_jars_env
+from tests.helpers.fake_jars import local_jars_env
 
 OPTION = "spark.driver.extraJavaOptions"
 

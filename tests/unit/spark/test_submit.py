@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from eos_ingest.spark import submit
-from tests.fake_jars import fake_jars_state
+from tests.helpers.fake_jars import fake_jars_state
 
 
 @pytest.fixture
@@ -90,14 +90,3 @@ def test_a_changed_package_gets_a_new_zip_and_the_same_content_the_same_bytes(tm
     (package / "__init__.py").write_text("A = 2\n")
     changed = submit.package_zip(tmp_path / "a", package)
     assert changed.name != first.name and first.exists()
-
-
-@pytest.mark.parametrize("name", ["", "pipelines/orders.yaml", "/abs/orders.yaml", "..", "."])
-def test_the_job_refuses_a_config_file_that_is_not_a_file_name_before_spark_starts(
-    name: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from eos_ingest.batch.job import main
-
-    assert main(["--config-file", name, "--batch-id", "1"]) == 2
-    err = capsys.readouterr().err
-    assert f"--config-file {name!r} is not a file name" in err and "--files" in err

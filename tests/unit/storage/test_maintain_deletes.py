@@ -9,7 +9,7 @@ import pytest
 from eos_ingest.control.store import Batch, BatchKind
 from eos_ingest.errors import ConfigError
 from eos_ingest.storage.maintain_deletes import DEFAULT_RETENTION_HOURS, vacuum_retention_hours
-from tests.fixtures.batches import batch_row
+from tests.helpers.batches import batch_row
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 

@@ -29,7 +29,7 @@ from eos_ingest.errors import MaintenanceBusyError, exit_code
 from eos_ingest.service.operations import maintain, open_store, plan_batch
 from eos_ingest.storage.delta import maintenance, writer
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

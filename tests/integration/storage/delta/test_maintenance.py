@@ -20,7 +20,7 @@ from eos_ingest.cli import main as cli_main
 from eos_ingest.service.operations import open_store, plan_batch
 from eos_ingest.storage.delta.figures import last_maintenance, table_figures, table_maintenance_status
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from eos_ingest.service.operations import maintain, open_store, plan_batch
 from eos_ingest.storage.delta import table_features
 from eos_ingest.storage.delta.writer import replace_ranges, stage
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

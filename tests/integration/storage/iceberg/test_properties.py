@@ -29,7 +29,7 @@ from eos_ingest.service.status import pipeline_status
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from eos_ingest.storage.table_names import TABLE
 from tests.fixtures.pipelines import iceberg_output, ingest_once, verify_pipeline, write_pipeline
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

@@ -30,7 +30,7 @@ from eos_ingest.storage.iceberg.format import IcebergFormat
 from eos_ingest.storage.table_formats import output_reader
 from eos_ingest.storage.table_names import QUARANTINE, TABLE, output_names
 from tests.fixtures.pipelines import iceberg_output, ingest_once, write_pipeline
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 

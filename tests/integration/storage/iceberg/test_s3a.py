@@ -18,8 +18,8 @@ import pytest
 from eos_ingest.service.operations import job_argv, open_store, plan_batch
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
-from tests.kafka_helpers import TxProducer
-from tests.s3a_helpers import s3_objects
+from tests.helpers.kafka import TxProducer
+from tests.helpers.s3a import s3_objects
 
 pytestmark = pytest.mark.integration
 

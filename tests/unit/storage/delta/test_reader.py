@@ -15,7 +15,7 @@ from eos_ingest.control.schema import BatchStatus
 from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.storage import batch_rows
 from eos_ingest.storage.delta.reader import batch_files, committed_rows
-from tests.fixtures.batches import batch_row
+from tests.helpers.batches import batch_row
 
 
 @pytest.fixture(autouse=True, params=["filter", "join"])

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from eos_ingest.control.store import Batch, BatchStatus
 from eos_ingest.storage.iceberg.maintenance import branch_in_flight, stale_branches
-from tests.fixtures.batches import batch_row
+from tests.helpers.batches import batch_row
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 

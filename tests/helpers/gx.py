@@ -1,5 +1,5 @@
-"""A pipeline file and a small validated frame for tests of GX's files (real GX on pandas; no
-Spark, no broker)."""
+"""Pipeline files and a small validated frame for tests of GX's files and of the pipeline's suite
+(real GX on pandas; no Spark, no broker)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,25 @@ def pipeline(folder: Path, name: str) -> PipelineConfig:
     doc = {"name": name, "topics": ["orders"], "value": {"format": "json", "schema": "id BIGINT"}}
     (folder / f"{name}.yaml").write_text(yaml.safe_dump(doc))
     return load_pipeline(folder / f"{name}.yaml")
+
+
+def expecting(folder: Path, expectations: list[dict[str, Any]]) -> PipelineConfig:
+    """Pipeline "orders" (id BIGINT, amount DOUBLE) with its own `expectations:`, written to `folder`."""
+    doc = {
+        "name": "orders",
+        "topics": ["orders"],
+        "value": {"format": "json", "schema": "id BIGINT, amount DOUBLE"},
+        "expectations": expectations,
+    }
+    path = folder / "orders.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return load_pipeline(path)
+
+
+def unchecked(folder: Path, expectations: list[dict[str, Any]]) -> PipelineConfig:
+    """A config whose expectations skipped the file's load-time check (made in code): the suite's
+    own check must still name the problem."""
+    return expecting(folder, []).model_copy(update={"expectations": tuple(expectations)})
 
 
 def frame(rows: int = 3) -> Any:

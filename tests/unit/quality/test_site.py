@@ -13,7 +13,7 @@ import pytest
 
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.quality import context as gx_context
-from tests.gx_helpers import frame, pipeline
+from tests.helpers.gx import frame, pipeline
 
 
 @pytest.fixture(autouse=True)

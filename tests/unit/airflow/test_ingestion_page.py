@@ -28,8 +28,9 @@ from eos_ingest.control.store import ControlStore
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 from eos_ingest.quality import data_docs
 from eos_ingest.service import status
-from tests.fixtures import page_users
-from tests.fixtures.kafka import free_port
+from tests.helpers import page_users
+from tests.helpers.page_charts import figures, latest
+from tests.helpers.ports import free_port
 
 XSS = "<script>alert('x')</script>"
 TEMPLATES = paths.PACKAGE_DIR / "templates"
@@ -540,18 +541,6 @@ def test_the_page_shows_each_table_with_its_files_size_and_last_maintenance(
 
 
 # -- charts: the lag samples and the last batches (eos_ingest.service.trends, airflow/page_charts.py) ----
-
-
-def figures(page: str) -> dict[str, ET.Element]:
-    """The page's charts by name, each parsed as XML (so each is well-formed on its own)."""
-    found = [ET.fromstring(f) for f in re.findall(r'<figure class="chart".*?</figure>', page, re.S)]
-    return {f.get("data-chart", ""): f for f in found}
-
-
-def latest(figure: ET.Element) -> tuple[str | None, str | None]:
-    shown = figure.find("figcaption/span[@class='chart-latest']")
-    assert shown is not None, ET.tostring(figure)
-    return shown.findtext("span[@class='chart-when']"), shown.findtext("span[@class='chart-value']")
 
 
 def test_the_page_charts_the_recorded_lag_and_the_last_batches_as_its_tables_show_them(

@@ -26,7 +26,7 @@ from eos_ingest.service.verify import read_committed_identities
 from eos_ingest.spark import submit
 from tests.fixtures.pipelines import ingest_once
 from tests.fixtures.postgres import on_control_db
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 sqlite_only = pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)

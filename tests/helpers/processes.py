@@ -12,6 +12,12 @@ from pathlib import Path
 import pytest
 
 
+def finish(job: subprocess.Popen[str], log: Path, timeout_s: float = 240) -> tuple[int, str]:
+    """The job's exit code and its log, once it ended (at most `timeout_s`)."""
+    job.wait(timeout=timeout_s)
+    return job.returncode, log.read_text()
+
+
 def wait_for_pause(job: subprocess.Popen[str], pause_file: Path, log: Path, timeout_s: float = 240) -> None:
     """Waits until the job (started in a session of its own) writes `pause_file` at its fault
     hook; fails the test, and kills the job's group, when it exits first or takes too long."""
