@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from eos_ingest.storage.table_format import Txn, txn_app_id
 from eos_ingest.storage.table_names import QUARANTINE, TABLE
 from tests.fixtures.pipelines import ingest_once, on_formats, table_count, verify_pipeline
 from tests.helpers.kafka import TxProducer
+from tests.helpers.processes import AttemptInThread
 
 pytestmark = pytest.mark.integration
 sqlite_only = pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)
@@ -54,28 +54,23 @@ def job_attempt(spark, config, store, batch_id: int) -> BaseException:
     return failed.value
 
 
-def paused_attempt(spark, config, store, batch_id: int, pause: Path, monkeypatch) -> Future:
+def paused_attempt(spark, config, store, batch_id: int, pause: Path, monkeypatch) -> AttemptInThread:
     """job_attempt's steps started in a thread of this process, once they hold at the pause before
-    the table's commit (the gate passed, the rows staged): its future, which ends once `pause` is
-    removed."""
+    the table's commit (the gate passed, the rows staged); they go on at attempt_error."""
     monkeypatch.setenv(PAUSE_BEFORE_TABLE_COMMIT_ENV, str(pause))
-    pool = ThreadPoolExecutor(1)
-    attempt = pool.submit(run_fenced, spark, config, store, store.get_batch(batch_id))
-    pool.shutdown(wait=False)
-    deadline = time.monotonic() + 240
-    while not pause.exists() and not attempt.done():
-        assert time.monotonic() < deadline, "the attempt did not reach its table commit in time"
-        time.sleep(0.05)
-    assert not attempt.done(), attempt.result()
-    monkeypatch.delenv(PAUSE_BEFORE_TABLE_COMMIT_ENV)  # held once: the attempts after it run through
+    attempt = AttemptInThread(spark, config, store, store.get_batch(batch_id), pause)
+    attempt.wait_for_pause()
+    monkeypatch.delenv(PAUSE_BEFORE_TABLE_COMMIT_ENV)  # held once: the tries after it run through
     return attempt
 
 
-def attempt_error(attempt: Future) -> BaseException:
+def attempt_error(attempt: AttemptInThread) -> BaseException:
     """What the attempt that was held at its pause raised once it went on."""
-    error = attempt.exception(timeout=300)
-    assert error is not None, attempt.result()
-    return error
+    attempt.go_on()
+    attempt.join()
+    assert not attempt.thread.is_alive(), "the attempt did not end in time"
+    assert attempt.error is not None, "the attempt went through"
+    return attempt.error
 
 
 def rerun(spark, config, store, batch_id: int):
@@ -180,7 +175,6 @@ def test_a_failed_table_commit_publishes_neither_table_and_leaves_the_batch_plan
     pause = tmp_path / "pause"
     attempt = paused_attempt(spark, config, store, batch.batch_id, pause, monkeypatch)
     commit_beside(spark, config, TABLE)
-    pause.unlink()
     error = attempt_error(attempt)
 
     assert job_exit(error) == 75, repr(error)
@@ -311,7 +305,6 @@ def test_a_commit_that_loses_a_conflict_is_staged_and_gated_anew_and_records_del
     spark.sql(f"ALTER TABLE delta.`{config.output_path}` SET TBLPROPERTIES ('eos.test.conflict' = '1')")
     (deleted,) = kafka_admin.delete_records([KafkaTopicPartition(topic, 0, 150)], request_timeout=30).values()
     assert deleted.result(30).low_watermark == 150
-    pause.unlink()
     error = attempt_error(attempt)
 
     assert job_exit(error) == 2, repr(error)
