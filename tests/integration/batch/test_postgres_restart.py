@@ -48,6 +48,11 @@ from tests.fixtures.own_postgres import HoldingProxy, OwnPostgres, own_postgres
 from tests.fixtures.pipelines import ingest_once
 from tests.helpers.kafka import TxProducer
 from tests.helpers.processes import AttemptInThread
+from tests.helpers.rescan import (
+    assert_each_committed_record_once,
+    assert_exactly_the_committed_records,
+    committed_ranges,
+)
 from tests.helpers.s3a import CLI, commit_entries, identities
 
 pytestmark = pytest.mark.integration
@@ -155,6 +160,7 @@ def test_a_postgresql_restart_in_the_publish_never_fails_the_batch_and_the_rerun
     table = IcebergCatalog.of(config).pyiceberg().load_table(config.output.table)
     assert row.delta_version == table.current_snapshot().snapshot_id  # the batch's own publish
     assert not [ref for ref in table.metadata.refs if ref.startswith("eos_")], table.metadata.refs
+    assert_each_committed_record_once(spark, config)  # by a raw read_committed rescan of the topic
     store.close()
 
 
@@ -234,6 +240,9 @@ def test_the_commit_coordinators_postgresql_restarted_after_the_commit_row_never
         row = store.get_batch(planned[0].batch_id)
         assert row.status is BatchStatus.COMMITTED and row.records_written == 30
         assert identities(table, topic) == Counter({(0, o): 1 for o in expected})
+        # By a raw read_committed rescan of the topic (no record of this test goes to quarantine).
+        rows = [(topic, p, o) for (p, o), copies in identities(table, topic).items() for _ in range(copies)]
+        assert_exactly_the_committed_records(kafka_bootstrap, committed_ranges(store, config.name), rows)
         entries = [(n, done) for path, n, done in commit_entries(db_url, table) if path == table]
         assert all(done for _, done in entries), entries
     finally:

@@ -46,6 +46,7 @@ from tests.fixtures.pipelines import (
 )
 from tests.helpers.kafka import TxProducer
 from tests.helpers.processes import AttemptInThread, wait_for_pause
+from tests.helpers.rescan import assert_each_committed_record_once
 
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("control_db_url", ["sqlite"], indirect=True)]
 
@@ -96,6 +97,7 @@ def assert_backfilled(spark, config, backfill_id: int) -> None:
     assert report.ok and report.expected == 10, report.to_dict()
     if config.output.format == "iceberg":
         assert staged_branches(spark, config, TABLE) == staged_branches(spark, config, QUARANTINE) == []
+    assert_each_committed_record_once(spark, config)  # by a raw read_committed rescan of the topic
 
 
 def on_rest_catalog(request, monkeypatch, make_pipeline, table_format: str):
@@ -378,3 +380,4 @@ def test_a_cleaner_run_between_the_two_reads_of_a_compacted_topic_fails_the_try_
     assert offsets(spark, config, QUARANTINE) == {4: batch.batch_id}
     report = verify_pipeline(spark, config)
     assert report.ok and report.expected == 21, report.to_dict()
+    assert_each_committed_record_once(spark, config)

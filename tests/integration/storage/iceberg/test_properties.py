@@ -30,6 +30,7 @@ from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from eos_ingest.storage.table_names import TABLE
 from tests.fixtures.pipelines import iceberg_output, ingest_once, verify_pipeline, write_pipeline
 from tests.helpers.kafka import TxProducer
+from tests.helpers.rescan import assert_each_committed_record_once
 
 pytestmark = pytest.mark.integration
 
@@ -141,6 +142,7 @@ def test_a_batch_and_a_backfill_under_the_property_record_and_read_what_main_sho
     shown = pipeline_status(config, store, offsets=[], now=datetime.now(UTC))["tables"][TABLE]
     files = spark.sql(f"SELECT count(*) FROM {name}.data_files").first()[0]
     assert (shown["version"], shown["files"]) == (recorded.delta_version, files)
+    assert_each_committed_record_once(spark, config)  # by a raw read_committed rescan of the topic
 
 
 def test_equality_deletes_on_main_are_refused_at_plan_time_and_in_the_job(
