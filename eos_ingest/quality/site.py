@@ -27,7 +27,7 @@ Upstream: great-expectations/great_expectations#1826 (Data Docs slow with many v
 
 Gate: BUILDERS_ON, on the GX series where these overrides were written and tested (KNOWN_SERIES,
 pyproject's pin); on any other GX each class does exactly what its GX base does, so a GX upgrade
-that moves these internals costs speed, not pages. Exit: test_gx_site's precondition test fails
+that moves these internals costs speed, not pages. Exit: test_site's precondition test fails
 when GX's own builders stop listing every stored result, parsing every page's key or compiling
 the templates again on each update: then the part of this module that saved it goes; when
 expectations/great_expectations.yml names none of these classes, the module goes.

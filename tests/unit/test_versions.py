@@ -99,7 +99,7 @@ def pyproject_series(name: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
 def test_each_door_is_gated_on_the_series_pyproject_allows() -> None:
     """A door into another project's internals is tested on one minor series, and the package
     allows only that series: when a pin moves, this fails until the door is tested on the new
-    series and its gate moves with it. GX's site builders: test_gx_site (importing GX is not cheap);
+    series and its gate moves with it. GX's site builders: test_site (importing GX is not cheap);
     pyspark's Py4J door: test_jvm."""
     from eos_ingest.kafka import header_counts
     from eos_ingest.storage.delta import staged_write
