@@ -21,3 +21,13 @@ def declared() -> tuple[set[str], dict[str, set[str]]]:
         for extra, requirements in project.get("optional-dependencies", {}).items()
     }
     return {distribution_name(r) for r in project["dependencies"]}, extras
+
+
+def pyproject_series(name: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The (major, minor) bounds of pyproject's `name>=A.B,<C.D` dependency."""
+    dependencies = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    spec = next(d.replace(" ", "") for d in dependencies if re.match(rf"{re.escape(name)}[<>=]", d))
+    bounds = re.fullmatch(rf"{re.escape(name)}>=(\d+)\.(\d+),<(\d+)\.(\d+)", spec)
+    assert bounds, spec
+    low_major, low_minor, high_major, high_minor = map(int, bounds.groups())
+    return (low_major, low_minor), (high_major, high_minor)

@@ -8,6 +8,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from eos_ingest import paths
+from tests.helpers.dependencies import pyproject_series
 
 REQUIREMENTS = (paths.REPO_ROOT / "requirements.in").read_text()
 
@@ -82,18 +83,6 @@ def test_spark_avro_jar_is_a_patch_of_pyspark_s_minor() -> None:
     assert match, "jvm/spark-connectors/pom.xml pins no spark-avro_2.13 version"
     assert match.group(1).split(".")[:2] == pyspark.__version__.split(".")[:2]
     assert (paths.spark_jars_dir() / f"spark-avro_2.13-{match.group(1)}.jar").exists()
-
-
-def pyproject_series(name: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The (major, minor) bounds of pyproject's `name>=A.B,<C.D` dependency."""
-    import tomllib
-
-    dependencies = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    spec = next(d.replace(" ", "") for d in dependencies if re.match(rf"{re.escape(name)}[<>=]", d))
-    bounds = re.fullmatch(rf"{re.escape(name)}>=(\d+)\.(\d+),<(\d+)\.(\d+)", spec)
-    assert bounds, spec
-    low_major, low_minor, high_major, high_minor = map(int, bounds.groups())
-    return (low_major, low_minor), (high_major, high_minor)
 
 
 def test_each_door_is_gated_on_the_series_pyproject_allows() -> None:

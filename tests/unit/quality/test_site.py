@@ -194,7 +194,7 @@ def test_gxs_own_update_of_one_result_lists_the_store_and_compiles_the_templates
 
 def test_the_builders_gate_is_the_gx_series_pyproject_allows() -> None:
     from eos_ingest.quality import site
-    from tests.unit.test_versions import pyproject_series
+    from tests.helpers.dependencies import pyproject_series
 
     low, high = pyproject_series("great-expectations")
     assert low == site.KNOWN_SERIES and high == (site.KNOWN_SERIES[0], site.KNOWN_SERIES[1] + 1)
