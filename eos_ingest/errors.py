@@ -108,6 +108,15 @@ class PartialWriteError(WriteError):
     retriable = True
 
 
+class CatalogAccessError(EosIngestError):
+    """The table's catalog refused this pipeline's change for good, before anything of it landed:
+    a REST catalog's 401 or 403, or a JDBC catalog's database refusing the pipeline's user
+    (SQLState 42501 after a REVOKE, class 28: its login; storage/commit_outcomes.py). A rerun is
+    refused the same way until a person fixes the grants or the credentials; the message names
+    the table and the fix. Not retriable (exit 2), and the batch stays planned, not failed: once
+    the access is fixed, a rerun writes the same ranges."""
+
+
 class MaintenanceBusyError(EosIngestError):
     """Maintenance and a batch met on a table: an attempt found the VACUUM lock held (it takes no
     fence and stages nothing), maintain found a batch in flight when its VACUUM was due (it skips

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from eos_ingest.batch.attempt import BatchAttempt
 from eos_ingest.batch.gate_step import GateStep, QualityGate
 from eos_ingest.batch.result import BatchResult
-from eos_ingest.errors import EosIngestError, FencedError, SchemaEvolutionError
+from eos_ingest.errors import CatalogAccessError, EosIngestError, FencedError, SchemaEvolutionError
 from eos_ingest.plan.data_loss import spark_data_loss
 from eos_ingest.redact import redact_text, secrets_of
 
@@ -52,8 +52,9 @@ def run_fenced(
     except FencedError:
         raise  # the batch belongs to a newer attempt: leave it alone
     except EosIngestError as exc:
-        # A schema change under `fail` waits for a person's fix, then a rerun: the batch stays planned.
-        if not (exc.retriable or isinstance(exc, SchemaEvolutionError)):
+        # A schema change under `fail`, or a catalog that refuses the pipeline's access, waits for
+        # a person's fix, then a rerun: the batch stays planned.
+        if not (exc.retriable or isinstance(exc, SchemaEvolutionError | CatalogAccessError)):
             store.fail_batch(batch_id, fence, _error_text(config, exc))
         raise
     except Exception as exc:
