@@ -13,8 +13,11 @@ Iceberg:
   settles what main holds.
 - `lost`: CommitFailedException, which Iceberg raises once its own retries lost to concurrent
   commits (a CleanableFailure: nothing of it landed); stage anew.
-- `refused`: the catalog refused this client (NotAuthorizedException, ForbiddenException): a
-  person must fix the credentials or the grants; nothing landed.
+- `refused`: the catalog refused this client (NotAuthorizedException, ForbiddenException; a JDBC
+  catalog's SQL error whose SQLState says the database refused the user: 42501
+  insufficient_privilege, class 28 invalid authorization): a person must fix the credentials or the
+  grants; nothing landed. A database that ended or refused the session (class 08, 57P0x) says
+  nothing of the statement: unknown.
 - `other`: anything else; the caller decides from the table's state.
 """
 
@@ -47,6 +50,11 @@ CATALOG_UNKNOWN_CLASSES = frozenset(
 )
 LOST_CLASSES = frozenset({f"{_EXC}CommitFailedException"})
 REFUSED_CLASSES = frozenset({f"{_EXC}NotAuthorizedException", f"{_EXC}ForbiddenException"})
+# SQLStates (PostgreSQL's, any JDBC driver's that sets them) of a database that answered the
+# statement by refusing this user: insufficient_privilege (a REVOKE), and class 28, invalid
+# authorization (a wrong password). Nothing was written, and the same statement is refused again.
+REFUSED_SQL_STATES = frozenset({"42501"})
+REFUSED_SQL_CLASSES = frozenset({"28"})
 # RESTExceptions that are the server's definite answer about the request itself, not a lost one.
 ANSWERED_CLASSES = frozenset({f"{_EXC}BadRequestException", f"{_EXC}UnprocessableEntityException"})
 # A cause chain longer than this is cut (a cyclic or pathological chain must not hang the job).
@@ -60,24 +68,47 @@ def java_throwable(exc: BaseException) -> Any:
     return java if java is not None else getattr(exc, "_origin", None)
 
 
-def classes_of(throwable: Any) -> list[set[str]]:
-    """Per throwable of the cause chain from `throwable` down, the names of its class and of every
-    superclass (Iceberg's exceptions subclass each other and the JDK's)."""
-    chain: list[set[str]] = []
+def causes(throwable: Any) -> list[Any]:
+    """`throwable` and its causes, outermost first (cut at MAX_CAUSES or a cycle)."""
+    chain: list[Any] = []
     seen: set[int] = set()
     while throwable is not None and len(chain) < MAX_CAUSES:
         key = int(throwable.hashCode())
         if key in seen:
             break
         seen.add(key)
-        names: set[str] = set()
-        cls = throwable.getClass()
-        while cls is not None:
-            names.add(str(cls.getName()))
-            cls = cls.getSuperclass()
-        chain.append(names)
+        chain.append(throwable)
         throwable = throwable.getCause()
     return chain
+
+
+def names_of(throwable: Any) -> set[str]:
+    """The names of the throwable's class and of every superclass (Iceberg's exceptions subclass
+    each other and the JDK's)."""
+    names: set[str] = set()
+    cls = throwable.getClass()
+    while cls is not None:
+        names.add(str(cls.getName()))
+        cls = cls.getSuperclass()
+    return names
+
+
+def classes_of(throwable: Any) -> list[set[str]]:
+    """Per throwable of the cause chain from `throwable` down, names_of it."""
+    return [names_of(cause) for cause in causes(throwable)]
+
+
+def refused_sql_state(throwable: Any) -> str | None:
+    """The SQLState of the first SQLException in the cause chain from `throwable` that refuses
+    this user (REFUSED_SQL_STATES, REFUSED_SQL_CLASSES), else None."""
+    for cause in causes(throwable):
+        if "java.sql.SQLException" not in names_of(cause):
+            continue
+        state = cause.getSQLState()
+        state = str(state) if state is not None else ""
+        if state in REFUSED_SQL_STATES or state[:2] in REFUSED_SQL_CLASSES:
+            return state
+    return None
 
 
 def outcome(exc: BaseException, *, catalog_only: bool = False) -> Outcome:
@@ -89,10 +120,15 @@ def outcome(exc: BaseException, *, catalog_only: bool = False) -> Outcome:
         return "other"
     try:
         chain = classes_of(throwable)
+        refused_state = refused_sql_state(throwable)
     except Exception:  # the JVM is gone (py4j's connection): nothing tells what landed
         return "unknown"
     if any(names & {f"{_EXC}CommitStateUnknownException"} for names in chain):
         return "unknown"  # whatever it wraps or is wrapped in, Iceberg itself does not know
+    if refused_state is not None:
+        # The JDBC catalog wraps it as UncheckedSQLException("Unknown failure"), which alone
+        # would say unknown: the database's answer under it says the statement was refused.
+        return "refused"
     for names in chain:  # the outermost cause that tells decides
         if names & REFUSED_CLASSES:
             return "refused"
@@ -163,6 +199,25 @@ def is_delta_conflict(exc: BaseException) -> bool:
     java = getattr(exc, "java_exception", None)
     text = str(java.toString()) if java is not None else ""
     return any(text.startswith(f"io.delta.exceptions.{name}:") for name in DELTA_CONFLICTS)
+
+
+def refusal_fix(exc: BaseException) -> str:
+    """What a person does about a `refused` outcome of `exc`: the grant or the credentials."""
+    throwable = java_throwable(exc)
+    try:
+        state = refused_sql_state(throwable) if throwable is not None else None
+    except Exception:
+        state = None
+    if state is not None:
+        return (
+            f"the catalog's database refused the pipeline's user (SQLState {state}): grant that user "
+            "SELECT, INSERT, UPDATE and DELETE on the catalog's tables iceberg_tables and "
+            "iceberg_namespace_properties (or fix its login in output.catalog.uri, else control_db_url)"
+        )
+    return (
+        "the REST catalog refused the pipeline's principal: fix the grants it has on the table, or "
+        "the credentials of the Airflow connection named by output.catalog.conn_id"
+    )
 
 
 def describe(exc: BaseException) -> str:

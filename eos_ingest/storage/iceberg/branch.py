@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from eos_ingest.errors import PartialWriteError, WriteError
+from eos_ingest.errors import CatalogAccessError, PartialWriteError, WriteError
 from eos_ingest.jvm import jvm_of
 from eos_ingest.storage import commit_outcomes
 from eos_ingest.storage.iceberg.markers import newest_write
@@ -253,20 +253,29 @@ def commit_refs(table: Any, what: str, change: Callable[[Any], Any]) -> None:
     since ("Table metadata refresh is required") rather than applying it anew; the caller's try
     starts over from a fresh stage, as after a refused fast-forward. One whose outcome is unknown
     (commit_outcomes) is a PartialWriteError: main is not touched by a branch's change, but this
-    try cannot go on, and the next attempt removes the branches of older fences."""
+    try cannot go on, and the next attempt removes the branches of older fences. One the catalog
+    refuses for good (a missing grant) is a CatalogAccessError naming the table."""
     table.refresh()
+    name = table.name()
     try:
         change(table.manageSnapshots()).commit()
     except Exception as exc:
-        raise_classified(exc, what)
+        raise_classified(exc, f"{what} of {name}")
         raise
 
 
 def raise_classified(exc: BaseException, what: str, *, catalog_only: bool = False) -> None:
     """Raise PublishConflictError for a commit on a branch (or a branch change) that lost to a
-    concurrent commit, PartialWriteError for one whose outcome is unknown; return otherwise.
+    concurrent commit, PartialWriteError for one whose outcome is unknown, CatalogAccessError for
+    one the catalog refused (nothing of it landed, main untouched); return otherwise.
     catalog_only: a Spark job ran under it (commit_outcomes.outcome)."""
     kind = commit_outcomes.outcome(exc, catalog_only=catalog_only)
+    if kind == "refused":
+        raise CatalogAccessError(
+            f"{what} was refused by the catalog ({commit_outcomes.describe(exc)}); nothing of the "
+            f"batch was published and it stays planned. Fix: {commit_outcomes.refusal_fix(exc)}; "
+            "then run the batch again"
+        ) from exc
     if kind == "lost":
         raise PublishConflictError(
             f"{what} lost to a concurrent commit: {commit_outcomes.describe(exc)}"
