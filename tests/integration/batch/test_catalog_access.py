@@ -1,0 +1,109 @@
+"""A JDBC catalog whose database refuses the pipeline's user (issue 48): PostgreSQL's
+insufficient_privilege (SQLState 42501) on the catalog's iceberg_tables, after a REVOKE of UPDATE,
+is a refusal, not a commit of unknown outcome (storage/commit_outcomes.py). The batch's first
+catalog commit (the cut of its branch) is refused: the error is CatalogAccessError, exit 2, one
+line naming the table and the grant; the batch stays planned, main is as before and no branch is
+left. Once the grant is back, the rerun commits the batch: one copy of each record.
+
+Real broker, Spark, Iceberg's JDBC catalog and PostgreSQL (the session's test server, with a role
+of this test's own); the batches run in the test's Spark session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections import Counter
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from eos_ingest.batch.sequence import run_fenced
+from eos_ingest.control.schema import BatchStatus
+from eos_ingest.errors import EXIT_NEEDS_A_PERSON, CatalogAccessError, EosIngestError, exit_code
+from eos_ingest.service.operations import open_store, plan_batch
+from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from tests.fixtures.pipelines import ingest_once, on_cases
+from tests.kafka_helpers import TxProducer
+
+pytestmark = pytest.mark.integration
+
+RECORDS = 8
+
+
+def rows(first: int, end: int) -> list[dict]:
+    return [{"id": i, "name": f"n{i}", "amount": i / 2} for i in range(first, end)]
+
+
+def on_main(config, table: str) -> tuple[int | None, Counter[int], list[str]]:
+    """main's snapshot id, the ids of its rows (copies each) and the table's refs, by pyiceberg."""
+    loaded = IcebergCatalog.of(config).pyiceberg().load_table(table)
+    ids = loaded.scan(selected_fields=("id",)).to_arrow()["id"].to_pylist()
+    snapshot = loaded.current_snapshot()
+    return (snapshot.snapshot_id if snapshot else None), Counter(ids), sorted(loaded.metadata.refs)
+
+
+@on_cases(("postgresql", "iceberg"))
+def test_a_catalog_database_that_refuses_the_pipelines_user_leaves_the_batch_planned_and_names_the_grant(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
+) -> None:
+    db = make_url(control_db_url)
+    role, password = f"eos_refused_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    admin = create_engine(control_db_url, isolation_level="AUTOCOMMIT")
+
+    def as_admin(*statements: str) -> None:
+        with admin.connect() as conn:
+            for statement in statements:
+                conn.execute(text(statement))
+
+    # The pipeline's user owns what it creates (the control tables, the catalog's tables), as a
+    # deployment's would; a DBA's REVOKE later takes UPDATE on iceberg_tables from it.
+    as_admin(
+        f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'",
+        f'GRANT ALL ON DATABASE "{db.database}" TO "{role}"',
+        f'GRANT ALL ON SCHEMA public TO "{role}"',
+    )
+    user_url = db.set(username=role, password=password).render_as_string(hide_password=False)
+    topic = make_topic(partitions=1)
+    producer = TxProducer(kafka_bootstrap)
+    producer.transaction(topic, rows(0, RECORDS), commit=True, partition=0)
+    name = f"refused_{uuid.uuid4().hex[:8]}"
+    table = f"lake.{name}"
+    config = make_pipeline([topic], user_url, name=name)
+    store = open_store(config)
+    try:
+        first = ingest_once(spark, config)
+        assert first is not None and first.records_written == RECORDS
+        before = on_main(config, table)
+        assert before[1] == Counter(range(RECORDS)) and before[2] == ["main"], before
+
+        as_admin(f'REVOKE UPDATE ON iceberg_tables FROM "{role}"')
+        producer.transaction(topic, rows(RECORDS, 2 * RECORDS), commit=True, partition=0)
+        batch, _ = plan_batch(config, store)
+        assert batch is not None
+        with pytest.raises(EosIngestError) as raised:
+            run_fenced(spark, config, store, batch)
+
+        error = raised.value
+        assert isinstance(error, CatalogAccessError), repr(error)
+        assert exit_code(error) == EXIT_NEEDS_A_PERSON
+        line = str(error)
+        assert "\n" not in line, line
+        for named in (table, "42501", "UPDATE", "iceberg_tables"):
+            assert named in line, (named, line)
+        assert store.get_batch(batch.batch_id).status is BatchStatus.PLANNED
+        assert on_main(config, table) == before  # nothing published, no branch left
+
+        as_admin(f'GRANT UPDATE ON iceberg_tables TO "{role}"')
+        again = ingest_once(spark, config)  # plan returns the planned batch; a new fence
+        assert again is not None and again.batch_id == batch.batch_id
+        assert store.get_batch(batch.batch_id).status is BatchStatus.COMMITTED
+        _, ids, refs = on_main(config, table)
+        assert ids == Counter(range(2 * RECORDS)) and refs == ["main"], (ids, refs)
+    finally:
+        store.close()
+        with contextlib.suppress(Exception):  # the database goes with the fixture; the role not
+            as_admin(f'REASSIGN OWNED BY "{role}" TO CURRENT_USER', f'DROP OWNED BY "{role}"')
+            as_admin(f'DROP ROLE "{role}"')
+        admin.dispose()
