@@ -3,29 +3,26 @@ whose filesystem provider keeps each bucket as a folder the end check reads), De
 through the control DB's commit coordinator (eos.ingest.delta.JdbcLogStore), and a TCP proxy in
 front of the run's PostgreSQL that every job's control DB connection goes through.
 
-The proxy's fault (CommitDropper.arm) is what makes a Delta commit's outcome unknown for real: it
-forwards the coordinator's INSERT of the table's next commit entry (the commit itself), closes that
-connection once the server applied it, and refuses new connections for REFUSE_S, as a network
-partition right after the database wrote the row would. The log store's one retry on a new
-connection (which would find its own row and succeed) is refused too, so the commit fails with an
-I/O error while the row says it landed: the job cannot know, and must exit 75 with its batch planned;
-the next attempt's reader completes the entry (copies its N.json) and finds the batch's marker.
+The proxy's fault (bench/tcp_fault_proxy.py, `drop` armed with commit_entry_of) is what makes a
+Delta commit's outcome unknown for real: it forwards the coordinator's INSERT of the table's next
+commit entry (the commit itself), closes that connection once the server applied it, and refuses
+new connections for REFUSE_S, as a network partition right after the database wrote the row would.
+The log store's one retry on a new connection (which would find its own row and succeed) is
+refused too, so the commit fails with an I/O error while the row says it landed: the job cannot
+know, and must exit 75 with its batch planned; the next attempt's reader completes the entry
+(copies its N.json) and finds the batch's marker.
 """
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import struct
 import subprocess
-import threading
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.chaos.procs import REPO, free_ports
+from bench.tcp_fault_proxy import Match, bound_text, carrying
 
 SCRIPT = REPO / "stack" / "s3.sh"
 BUCKET = "chaos"
@@ -86,86 +83,7 @@ class S3Store:
                 raise RuntimeError(f"chaos: the S3 server did not stop:\n{done.stderr}")
 
 
-class CommitDropper:
-    """A TCP proxy on 127.0.0.1 before PostgreSQL (module doc). arm(table, on_fire) takes the next
-    commit entry insert of the Delta table `table` (its s3a:// path, as the coordinator stores it)."""
-
-    def __init__(self, pg_port: int) -> None:
-        self.pg_port = pg_port
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.lock = threading.Lock()
-        self.armed: tuple[bytes, Callable[[], None]] | None = None
-        self.refuse_until = 0.0
-        threading.Thread(target=self._accept, name="pg-proxy", daemon=True).start()
-
-    def arm(self, table: str, on_fire: Callable[[], None]) -> None:
-        # A text parameter of the Bind message: its int32 length, then its bytes (exactly the path,
-        # not <path>_quarantine).
-        raw = table.encode()
-        with self.lock:
-            self.armed = (struct.pack("!i", len(raw)) + raw, on_fire)
-
-    def disarm(self) -> None:
-        with self.lock:
-            self.armed = None
-
-    def _take(self, data: bytes) -> Callable[[], None] | None:
-        with self.lock:
-            if self.armed is None or COMMIT_INSERT not in data or COMMIT_ONLY not in data:
-                return None
-            param, on_fire = self.armed
-            if param not in data or FIRST_COMMIT in data:
-                return None
-            self.armed = None
-            return on_fire
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            if time.monotonic() < self.refuse_until:
-                _close(client)  # unreachable: the client's connection attempt fails
-                continue
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.pg_port), timeout=10)
-            except OSError:  # PostgreSQL is restarting: the client sees it down
-                _close(client)
-                continue
-            upstream.settimeout(None)
-            muted = threading.Event()
-            for src, dst, outbound in ((client, upstream, True), (upstream, client, False)):
-                threading.Thread(target=self._pump, args=(src, dst, muted, outbound), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, muted: threading.Event, outbound: bool) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                on_fire = self._take(data) if outbound else None
-                if on_fire is not None:
-                    muted.set()  # the server's answer goes nowhere
-                    dst.sendall(data)
-                    time.sleep(1.0)  # the server applies it (autocommit)
-                    self.refuse_until = time.monotonic() + REFUSE_S
-                    on_fire()
-                    break
-                if not (muted.is_set() and not outbound):
-                    dst.sendall(data)
-        except OSError:
-            pass
-        _close(src)
-        _close(dst)
-
-    def close(self) -> None:
-        _close(self.server)
-
-
-def _close(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-    with contextlib.suppress(OSError):
-        sock.close()
+def commit_entry_of(table: str) -> Match:
+    """The proxy's predicate for the coordinator's insert of the next commit entry of the Delta
+    table `table` (its s3a:// path, as the coordinator stores it), never its version 0."""
+    return carrying(COMMIT_INSERT, COMMIT_ONLY, bound_text(table), without=(FIRST_COMMIT,))

@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from sqlalchemy.engine import make_url
 
 from bench.chaos import check
-from bench.chaos.delta_coordinator import CommitDropper, S3Store
+from bench.chaos.delta_coordinator import S3Store
 from bench.chaos.procs import REPO, Job, Processes, group_alive
 from bench.chaos.produce import SCHEMA, ProduceStats, TxWriter
 from bench.chaos.rest_catalog import CONN_ENV, CONN_ID, RestCatalog
@@ -44,6 +44,7 @@ from bench.chaos.unknown_outcomes import (
     UnknownPublishes,
     spark_defaults,
 )
+from bench.tcp_fault_proxy import TcpFaultProxy
 
 # Targeted kills go round these: a kill when the job reports the phase ("written" = between the
 # Delta write and the commit, held there by the job's pause hook so the kill cannot miss it).
@@ -153,8 +154,13 @@ class ChaosRun:
         self.home = (cfg.home or state / f"chaos-{stamp}-{os.getpid()}").resolve()
         shutil.rmtree(self.home, ignore_errors=True)
         self.home.mkdir(parents=True)
-        # The run's own state folder (GX, PostgreSQL, broker), sharing the jars of `make setup`.
+        # The run's own state folder (GX, PostgreSQL, broker), sharing the jars of `make setup` and
+        # its class-data archive of the job's driver JVM (eos_ingest/spark/class_archive.py, looked
+        # up under the state folder): without it each job of the run loaded and verified its
+        # ~23,000 classes anew, ~3.5 s of CPU per start.
         (self.home / "jars").symlink_to(state / "jars")
+        if (state / "jvm").is_dir():
+            (self.home / "jvm").symlink_to(state / "jvm")
         self.env = {**os.environ, "EOS_STATE_DIR": str(self.home), "EOS_LOG_LEVEL": "INFO"}
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
         self.procs = Processes(self.home, self.env)
@@ -176,7 +182,7 @@ class ChaosRun:
         self._lock_db: Any = None  # (SQLAlchemy engine, ControlStore) for the VACUUM lock, once needed
         self.rest: RestCatalog | None = None
         self.s3: S3Store | None = None
-        self.dropper: CommitDropper | None = None
+        self.dropper: TcpFaultProxy | None = None
         self.unknown: UnknownPublishes | None = None
 
     # -- helpers --------------------------------------------------------------------------------
@@ -355,7 +361,7 @@ class ChaosRun:
             output["path"] = table
             self.output = self.s3.local(table)  # the folder the end check reads
             # Every job's control DB connection (the commit coordinator's too) through the proxy.
-            self.dropper = CommitDropper(self.procs.pg_port)
+            self.dropper = TcpFaultProxy(self.procs.pg_port)
             control_db_url = (
                 make_url(db_url).set(port=self.dropper.port).render_as_string(hide_password=False)
             )

@@ -6,8 +6,8 @@ must commit it. Each injection is an entry of the result's `unknown_publishes`; 
 that every one fired, was retriable, stayed planned and was committed by the next attempt.
 
 On a Delta table on s3a (DeltaCommitFaults) the fault is a TCP proxy's in front of PostgreSQL
-(bench/chaos/delta_coordinator.py): the commit coordinator's connection is closed right after its
-commit entry was written, and its retry refused.
+(bench/tcp_fault_proxy.py, bench/chaos/delta_coordinator.py): the commit coordinator's connection
+is closed right after its commit entry was written, and its retry refused.
 
 On an Iceberg table in a REST catalog (RestPublishFaults) the fault is the proxy's
 (bench/fault_proxy.py), in front of the real server, taking the commit that fast-forwards `main`
@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import fault_proxy as proxies
+from bench.chaos.delta_coordinator import REFUSE_S, commit_entry_of
 from bench.chaos.procs import Job
+from bench.tcp_fault_proxy import TcpFaultProxy
 
 KINDS = ("drop", "503", "slow")
 # The jobs' REST client gives up after CLIENT_TIMEOUT_MS; a `slow` answer comes SLOW_ANSWER_S late.
@@ -180,14 +182,14 @@ class RestPublishFaults(UnknownPublishes):
 
 
 class DeltaCommitFaults(UnknownPublishes):
-    """The PostgreSQL proxy (delta_coordinator.CommitDropper) takes the next commit entry of the
+    """The PostgreSQL proxy (a TcpFaultProxy's `drop`) takes the next commit entry of the
     Delta table `table` (s3a://...) while the armed run is the table's only writer: the harness
     starts no backfill nor maintain while a fault is armed (`exclusive`), since the entry names no
     batch."""
 
     exclusive = True
 
-    def __init__(self, dropper: Any, table: str, quota: int, moments: list[float]) -> None:
+    def __init__(self, dropper: TcpFaultProxy, table: str, quota: int, moments: list[float]) -> None:
         super().__init__(quota, moments)
         self.dropper = dropper
         self.table = table
@@ -200,7 +202,7 @@ class DeltaCommitFaults(UnknownPublishes):
             self.hit = {"kind": "dropped, then refused", "batch_id": job.batch_id,
                         "at": time.strftime("%H:%M:%S")}  # fmt: skip
 
-        self.dropper.arm(self.table, fired)
+        self.dropper.arm("drop", commit_entry_of(self.table), refuse_s=REFUSE_S, on_fire=fired)
 
     def _fired(self) -> dict[str, Any] | None:
         return self.hit

@@ -20,7 +20,7 @@ coordinator, counts one copy of each record.
 
 The server is this module's own (tests/fixtures/own_postgres.py): the session's shared one serves
 the other worker's tests. Real broker, Spark, Iceberg, Delta, s3proxy and PostgreSQL; on Iceberg
-nothing stands between them, on Delta only the proxy (HoldingProxy, beside the server's fixture).
+nothing stands between them, on Delta only the proxy (bench/tcp_fault_proxy.py, its `hold` fault).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
+from bench.tcp_fault_proxy import TcpFaultProxy, bound_text, carrying
 from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.batch.quarantine_replace import PAUSE_BEFORE_QUARANTINE_COMMIT_ENV
 from eos_ingest.control.schema import BatchStatus
@@ -44,7 +45,7 @@ from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EXIT_RETRIABLE, exit_code
 from eos_ingest.service.operations import plan_batch
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
-from tests.fixtures.own_postgres import HoldingProxy, OwnPostgres, own_postgres
+from tests.fixtures.own_postgres import OwnPostgres, own_postgres
 from tests.fixtures.pipelines import ingest_once
 from tests.helpers.kafka import TxProducer
 from tests.helpers.processes import AttemptInThread
@@ -172,7 +173,14 @@ def run_job(config, env: dict[str, str], log: Path) -> subprocess.Popen[str]:
         )  # fmt: skip
 
 
-def wait_fired(proxy: HoldingProxy, job: subprocess.Popen[str], log: Path) -> None:
+def hold_commit_row(proxy: TcpFaultProxy, table: str) -> None:
+    """The next message carrying the coordinator's commit row for `table` (its path as a bound
+    parameter beside a temporary file's name) reaches the server; its answer is kept from the
+    writer, whose connection ends at proxy.release()."""
+    proxy.arm("hold", carrying(bound_text(table), b".tmp/"))
+
+
+def wait_fired(proxy: TcpFaultProxy, job: subprocess.Popen[str], log: Path) -> None:
     deadline = time.monotonic() + 600
     while not proxy.fired.wait(timeout=0.5):
         assert job.poll() is None, (
@@ -188,7 +196,7 @@ def test_the_commit_coordinators_postgresql_restarted_after_the_commit_row_never
     first, on the same table (a job more)."""
     topic = make_topic(partitions=1)
     producer = TxProducer(kafka_bootstrap)
-    proxy = HoldingProxy(make_url(db_url).port or 5432)
+    proxy = TcpFaultProxy(make_url(db_url).port or 5432)
     through_proxy = make_url(db_url).set(port=proxy.port).render_as_string(hide_password=False)
     config = make_pipeline(
         [topic], through_proxy, output={"path": f"s3a://{s3_server.make_bucket()}/tables/restarted"}
@@ -206,7 +214,7 @@ def test_the_commit_coordinators_postgresql_restarted_after_the_commit_row_never
                 topic, [{"id": i, "name": "a", "amount": 1.0} for i in range(20)], commit=True
             )
             expected += range(20)
-            proxy.arm(table)
+            hold_commit_row(proxy, table)
             job = run_job(config, env, tmp_path / "restart.log")
             wait_fired(proxy, job, tmp_path / "restart.log")
             time.sleep(0.5)  # the INSERT applied (autocommit)
@@ -220,7 +228,7 @@ def test_the_commit_coordinators_postgresql_restarted_after_the_commit_row_never
         producer.transaction(topic, [{"id": i, "name": "b", "amount": 2.0} for i in range(30)], commit=True)
         first = 21 if expected else 0  # after the restart's 20 records and their commit marker
         expected += range(first, first + 30)
-        proxy.arm(table)
+        hold_commit_row(proxy, table)
         job = run_job(config, env, tmp_path / "down.log")
         wait_fired(proxy, job, tmp_path / "down.log")
         time.sleep(0.5)

@@ -18,8 +18,6 @@ Real broker, Spark, Iceberg and REST server; the proxy is the only thing between
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import sqlite3
 import threading
 import time
@@ -31,6 +29,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from bench.fault_proxy import FaultProxy, commits_to_a_batch_branch, creates_table, publishes_main
+from bench.tcp_fault_proxy import TcpFaultProxy, carrying
 from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.batch.sequence import run_fenced
 from eos_ingest.control.schema import BatchStatus
@@ -238,61 +237,6 @@ def test_a_catalog_database_locked_for_seconds_during_the_publish_is_waited_out(
     assert result.table_version == table.current_snapshot().snapshot_id
 
 
-class DroppingProxy:
-    """A TCP proxy on 127.0.0.1 before PostgreSQL. Armed, it forwards the first client message
-    that carries the JDBC catalog's UPDATE of the table's row (`marker` in its parameters), keeps
-    the server's answer from the client, and closes that connection: the row is written, the
-    client hears a dropped connection (as from a restart right after the UPDATE)."""
-
-    def __init__(self, host: str, port: int, marker: bytes) -> None:
-        self.target, self.marker = (host, port), marker
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.armed, self.fired = threading.Event(), threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.target, timeout=10)
-            upstream.settimeout(None)
-            muted = threading.Event()
-            threading.Thread(target=self._pump, args=(client, upstream, muted, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, muted, False), daemon=True).start()
-
-    def _pump(
-        self, src: socket.socket, dst: socket.socket, muted: threading.Event, from_client: bool
-    ) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                publish = from_client and b"UPDATE iceberg_tables" in data and self.marker in data
-                if publish and self.armed.is_set():
-                    self.armed.clear()
-                    muted.set()  # the server's answer goes nowhere
-                    dst.sendall(data)
-                    time.sleep(1.0)  # the server applies it (autocommit)
-                    self.fired.set()
-                    break
-                if not (muted.is_set() and not from_client):
-                    dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(OSError):
-                s.close()
-
-    def close(self) -> None:
-        self.server.close()
-
-
 @on_control_db("postgresql")
 def test_a_jdbc_catalog_connection_dropped_after_the_publish_update_never_fails_the_batch_and_leaves_one_copy(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, monkeypatch, tmp_path: Path
@@ -305,7 +249,7 @@ def test_a_jdbc_catalog_connection_dropped_after_the_publish_update_never_fails_
     TxProducer(kafka_bootstrap).transaction(topic, rows(RECORDS), commit=True, partition=0)
     name = f"dropped_{uuid.uuid4().hex[:8]}"
     db = make_url(control_db_url)
-    proxy = DroppingProxy(db.host or "127.0.0.1", db.port or 5432, f"/lake/{name}/metadata/".encode())
+    proxy = TcpFaultProxy(db.port or 5432, db.host or "127.0.0.1")
     catalog_uri = db.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
     output = {"format": "iceberg", "table": f"lake.{name}", "path": str(tmp_path / "warehouse"),
               "catalog": {"type": "jdbc", "uri": catalog_uri}}  # fmt: skip
@@ -319,7 +263,10 @@ def test_a_jdbc_catalog_connection_dropped_after_the_publish_update_never_fails_
         deadline = time.monotonic() + 300
         while not pause.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
-        proxy.armed.set()
+        # The JDBC catalog's UPDATE of the table's row (its new metadata file's path in the
+        # parameters) reaches the server, the answer is lost and the connection closed: the row is
+        # written, the client hears a dropped connection (as from a restart right after it).
+        proxy.arm("drop", carrying(b"UPDATE iceberg_tables", f"/lake/{name}/metadata/".encode()))
         pause.unlink()
 
     threading.Thread(target=arm_at_the_publish, daemon=True).start()

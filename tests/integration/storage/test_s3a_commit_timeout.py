@@ -1,7 +1,7 @@
 """A control DB that stops answering in the middle of a commit: the commit coordinator's JDBC
-connection goes through a TCP proxy (in this test) that, once armed, stops forwarding at the
-commit's entry insert (the INSERT is held, never answered) and leaves every new connection
-unanswered. The commit fails within the store's timeouts with one error naming them, instead of
+connection goes through a TCP proxy (bench/tcp_fault_proxy.py, its `stall` fault) that, once
+armed, stops forwarding at the commit's entry insert (the INSERT is held, never answered) and leaves
+every new connection unanswered. The commit fails within the store's timeouts with one error naming them, instead of
 hanging while Delta's lock on the path is held; the Delta table is as before; once the proxy
 forwards again, the next commit succeeds.
 
@@ -17,11 +17,8 @@ On s3proxy with a PostgreSQL control DB (no mock)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
 import subprocess
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -30,6 +27,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from bench.tcp_fault_proxy import TcpFaultProxy, carrying
 from eos_ingest.spark.session import spark_submit_env
 from eos_ingest.storage.object_stores import S3Access, coordinator_conf, delta_rs_uri
 from tests.helpers.s3a import commit_entries, delete_objects, s3_objects, spark_app_argv
@@ -40,70 +38,6 @@ postgres_only = pytest.mark.parametrize("control_db_url", ["postgresql"], indire
 APP = Path(__file__).with_name("s3a_coordinator_app.py")
 TIMEOUT_S = 5  # socket_timeout and login_timeout of the store in this test
 COMMIT_INSERT = b"INSERT INTO eos_delta_commits"
-
-
-class StallingProxy:
-    """Forwards 127.0.0.1:<port> to the database. Armed, it stops at the first client message
-    carrying the commit insert: that connection forwards nothing more, and connections opened
-    after it are accepted but never forwarded, until resume() drops them all."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.target = (host, port)
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.armed, self.stalled = threading.Event(), threading.Event()
-        self.held: list[socket.socket] = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _hold(self, *socks: socket.socket) -> None:
-        with self.lock:
-            self.held.extend(socks)
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            if self.stalled.is_set():
-                self._hold(client)
-                continue
-            upstream = socket.create_connection(self.target, timeout=10)
-            upstream.settimeout(None)
-            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                if from_client and self.armed.is_set() and COMMIT_INSERT in data:
-                    self.armed.clear()
-                    self.stalled.set()
-                if self.stalled.is_set():
-                    self._hold(src, dst)  # the database stops answering this connection
-                    return
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-
-    def resume(self) -> None:
-        """Forwards again; the held connections are dropped (as by a database restart)."""
-        self.stalled.clear()
-        with self.lock:
-            held, self.held = self.held, []
-        for s in held:
-            s.close()
-
-    def close(self) -> None:
-        self.server.close()
-        self.resume()
 
 
 def wait_for(path: Path, job: subprocess.Popen[str], log: Path, timeout_s: float = 600) -> None:
@@ -122,7 +56,7 @@ def test_a_database_that_stops_answering_mid_commit_fails_the_commit_in_bounded_
     s3_server, control_db_url, tmp_path
 ) -> None:
     db = make_url(control_db_url)
-    proxy = StallingProxy(db.host or "127.0.0.1", db.port or 5432)
+    proxy = TcpFaultProxy(db.port or 5432, db.host or "127.0.0.1")
     jdbc = coordinator_conf(control_db_url)["eos.delta.jdbc.url"]
     through_proxy = jdbc.replace(f"{db.host}:{db.port}", f"127.0.0.1:{proxy.port}", 1)
     assert through_proxy != jdbc, jdbc
@@ -148,10 +82,10 @@ def test_a_database_that_stops_answering_mid_commit_fails_the_commit_in_bounded_
         )
     try:
         wait_for(tmp_path / "ready", job, log)
-        proxy.armed.set()
+        proxy.arm("stall", carrying(COMMIT_INSERT))
         (tmp_path / "go").touch()
         wait_for(tmp_path / "tried", job, log)
-        assert proxy.stalled.is_set(), "the commit's insert never reached the proxy"
+        assert proxy.fired.is_set(), "the commit's insert never reached the proxy"
         lines = out.read_text().splitlines()
         assert lines[0] == "committed 0", lines
         outcome = lines[1].split(" ", 2)
@@ -173,7 +107,7 @@ def test_a_database_that_stops_answering_mid_commit_fails_the_commit_in_bounded_
         assert [n for _, n, _ in commit_entries(control_db_url, table) if n.startswith(f"{1:020d}")] == []
 
         # The database answers again: the next commit succeeds, as version 1.
-        proxy.resume()
+        proxy.release()
         (tmp_path / "again").touch()
         assert job.wait(timeout=600) == 0, log.read_text()[-5000:]
         assert out.read_text().splitlines()[2:] == ["committed 1"]
