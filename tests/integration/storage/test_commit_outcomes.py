@@ -71,17 +71,28 @@ def test_unknown_lost_refused_and_other_by_the_exception_class(spark) -> None:
         # ended the session (57P01) or a connection failure (08006) says nothing: unknown.
         "pg-privilege": (
             "org.apache.iceberg.jdbc.UncheckedSQLException",
-            (jvm.java.sql.SQLException("permission denied for table iceberg_tables", "42501"),
-             "Unknown failure", empty),
+            (
+                jvm.java.sql.SQLException("permission denied for table iceberg_tables", "42501"),
+                "Unknown failure",
+                empty,
+            ),
             "refused",
-        ),  # fmt: skip
-        "pg-login": ("java.lang.RuntimeException", (jvm.java.sql.SQLException("auth failed", "28P01"),), "refused"),
+        ),
+        "pg-login": (
+            "java.lang.RuntimeException",
+            (jvm.java.sql.SQLException("auth failed", "28P01"),),
+            "refused",
+        ),
         "pg-shutdown": (
             "org.apache.iceberg.jdbc.UncheckedSQLException",
             (jvm.java.sql.SQLException("terminating connection", "57P01"), "Unknown failure", empty),
             "unknown",
         ),
-        "pg-connection": ("java.lang.RuntimeException", (jvm.java.sql.SQLException("gone", "08006"),), "unknown"),
+        "pg-connection": (
+            "java.lang.RuntimeException",
+            (jvm.java.sql.SQLException("gone", "08006"),),
+            "unknown",
+        ),
         # Lost to a concurrent commit after Iceberg's own retries: nothing landed.
         "lost": (f"{EXC}.CommitFailedException", ("Requirement failed: ref main changed", empty), "lost"),
         "refused": (f"{EXC}.ForbiddenException", ("Forbidden: commit", empty), "refused"),
