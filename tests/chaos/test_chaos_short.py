@@ -1,13 +1,15 @@
 """A short chaos run (bench/chaos, the code of `make chaos`) on its own broker and PostgreSQL, once
-per table format: about 2.5-3 minutes each on a 2-core machine (Delta 152-153 s alone, 172-176 s
-beside other tests in make test, with 5 kills 7.7 minutes; Iceberg 113-114 s alone, 148-154 s in
-make test, its maintain killed under the VACUUM lock too; both measured before the unknown
-publishes below). Each run also injects one publish whose outcome is unknown (issue 48): Iceberg's
-table is in the REST catalog server behind the fault proxy, which forwards an ingest run's publish
-and loses its answer; Delta's tables are on s3a, and a TCP proxy closes the commit coordinator's
-connection to PostgreSQL right after the commit's entry was written (refusing the retry). It must
-end with exactly one copy of every committed record, after every fault it was asked for happened,
-the injected publish retriable (exit 75), its batch planned and committed by the next attempt."""
+per table format: SIGKILLs, a broker and a PostgreSQL restart, a zombie pair, a backfill, a maintain
+killed at its pause under the VACUUM lock. Iceberg's table is in the REST catalog server behind the
+fault proxy, which forwards one ingest run's publish and loses its answer (issue 48): that run must
+exit 75, its batch planned, committed by the next attempt. Delta's table is a local folder: its
+publish of unknown outcome (a commit coordinator's connection to PostgreSQL lost after the commit's
+entry was written, on s3a) is proven by
+tests/integration/batch/test_postgres_restart.py (exit 75, the batch planned, the rerun commits it,
+one copy) and, beside kills and restarts, by `make chaos CHAOS_ARGS="--storage s3a"`: on s3a here
+the run took 380 s in the fresh-clone make test of 1150af1, on the local table 161-190 s in make
+test (2026-11-28). Each run must end with exactly one copy of every committed record, after every
+fault it was asked for happened."""
 
 from __future__ import annotations
 
@@ -49,12 +51,10 @@ SHORT = ChaosConfig(
 def test_short_chaos_run_ends_exactly_once_after_kills_restarts_a_zombie_a_backfill_and_maintain(
     tmp_path: Path, table_format: str
 ) -> None:
-    # One publish whose outcome is unknown: Iceberg's table in the REST catalog behind the fault
-    # proxy, which loses the publish's answer; Delta's on s3a, its commit coordinator's connection to
-    # PostgreSQL dropped after the commit's entry was written.
-    unknown = {"iceberg": {"catalog": "rest"}, "delta": {"storage": "s3a"}}[table_format]
-    catalog = {**unknown, "unknown_publishes": 1}
-    cfg = ChaosConfig(**{**SHORT.__dict__, "results_dir": tmp_path, "table_format": table_format, **catalog})
+    # Iceberg: one publish whose outcome is unknown, its table in the REST catalog behind the fault
+    # proxy, which loses the publish's answer. Delta: a local table (module doc).
+    faults = {"catalog": "rest", "unknown_publishes": 1} if table_format == "iceberg" else {}
+    cfg = ChaosConfig(**{**SHORT.__dict__, "results_dir": tmp_path, "table_format": table_format, **faults})
     result = run_chaos(cfg)
     brief = {
         k: result.get(k)
@@ -87,6 +87,7 @@ def test_short_chaos_run_ends_exactly_once_after_kills_restarts_a_zombie_a_backf
     assert result["records"]["aborted"] > 0 and result["records"]["held_open"] > 0, brief
     assert result["records"]["committed"] >= 20_000
     # The publish whose answer was lost: exit 75, its batch planned, the next attempt committed it.
-    unknown = result.get("unknown_publishes", {})
-    assert unknown["injected"] == 1 and unknown["as_expected"] == 1, unknown
+    if table_format == "iceberg":
+        unknown = result.get("unknown_publishes", {})
+        assert unknown["injected"] == 1 and unknown["as_expected"] == 1, unknown
     assert Path(result["result_file"]).is_file()
