@@ -23,9 +23,9 @@ from eos_ingest.batch.sequence import run_fenced
 from eos_ingest.control.schema import BatchStatus
 from eos_ingest.errors import EXIT_NEEDS_A_PERSON, CatalogAccessError, EosIngestError, exit_code
 from eos_ingest.service.operations import open_store, plan_batch
-from eos_ingest.storage.iceberg_catalog import IcebergCatalog
+from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from tests.fixtures.pipelines import ingest_once, on_cases
-from tests.kafka_helpers import TxProducer
+from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
 
