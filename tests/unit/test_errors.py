@@ -29,6 +29,7 @@ EXIT_CODES = [
     (errors.BatchStateError, EXIT_NEEDS_A_PERSON),
     (errors.BackfillRangeError, EXIT_NEEDS_A_PERSON),
     (errors.SchemaEvolutionError, EXIT_NEEDS_A_PERSON),
+    (errors.CatalogAccessError, EXIT_NEEDS_A_PERSON),
     (errors.ControlSchemaError, EXIT_NEEDS_A_PERSON),
     (errors.MissingExtraError, EXIT_NEEDS_A_PERSON),
     (errors.EosIngestError, EXIT_NEEDS_A_PERSON),
