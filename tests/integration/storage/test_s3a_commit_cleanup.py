@@ -29,7 +29,7 @@ from tests.helpers.s3a import commit_entries, s3_objects, spark_app_argv
 pytestmark = pytest.mark.integration
 postgres_only = pytest.mark.parametrize("control_db_url", ["postgresql"], indirect=True)
 
-APP = Path(__file__).with_name("s3a_commit_cleanup_app.py")
+APP = Path(__file__).parents[2] / "spark_apps" / "s3a_commit_cleanup_app.py"
 DOC = paths.REPO_ROOT / "docs" / "object-storage.md"
 COMMITS, KEEP, ZOMBIE_VERSION = 8, 3, 2
 

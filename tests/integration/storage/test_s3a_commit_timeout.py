@@ -35,7 +35,7 @@ from tests.helpers.s3a import commit_entries, delete_objects, s3_objects, spark_
 pytestmark = pytest.mark.integration
 postgres_only = pytest.mark.parametrize("control_db_url", ["postgresql"], indirect=True)
 
-APP = Path(__file__).with_name("s3a_coordinator_app.py")
+APP = Path(__file__).parents[2] / "spark_apps" / "s3a_coordinator_app.py"
 TIMEOUT_S = 5  # socket_timeout and login_timeout of the store in this test
 COMMIT_INSERT = b"INSERT INTO eos_delta_commits"
 
