@@ -2,7 +2,8 @@
 arguments, the doc panel, the side DAG on its own schedule, eos_ingest errors mapped to Airflow).
 
 The service layer is imported inside the task bodies: it runs when a task runs, never while the
-DAG file is parsed (it imports Spark, GX and the database drivers)."""
+DAG file is parsed (it imports the control DB's drivers, the Kafka clients, the storage modules and
+the quality gate's modules, which every parse would pay for; Spark and GX it loads only when used)."""
 
 from __future__ import annotations
 
