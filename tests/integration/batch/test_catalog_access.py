@@ -26,6 +26,7 @@ from eos_ingest.service.operations import open_store, plan_batch
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from tests.fixtures.pipelines import ingest_once, on_cases
 from tests.helpers.kafka import TxProducer
+from tests.helpers.rescan import assert_each_committed_record_once
 
 pytestmark = pytest.mark.integration
 
@@ -101,6 +102,7 @@ def test_a_catalog_database_that_refuses_the_pipelines_user_leaves_the_batch_pla
         assert store.get_batch(batch.batch_id).status is BatchStatus.COMMITTED
         _, ids, refs = on_main(config, table)
         assert ids == Counter(range(2 * RECORDS)) and refs == ["main"], (ids, refs)
+        assert_each_committed_record_once(spark, config)  # by a raw read_committed rescan of the topic
     finally:
         store.close()
         with contextlib.suppress(Exception):  # the database goes with the fixture; the role not
