@@ -111,7 +111,9 @@ class PartialWriteError(WriteError):
 class CatalogAccessError(EosIngestError):
     """The table's catalog refused this pipeline's change for good, before anything of it landed:
     a REST catalog's 401 or 403, or a JDBC catalog's database refusing the pipeline's user
-    (SQLState 42501 after a REVOKE, class 28: its login; storage/commit_outcomes.py). A rerun is
+    (SQLState 42501 after a REVOKE, class 28: its login; storage/commit_outcomes.py). Also the
+    Delta commit coordinator's database (s3a tables) refusing that user: there a refused UPDATE
+    may follow a commit's entry, and the rerun's replace makes one copy of it. A rerun is
     refused the same way until a person fixes the grants or the credentials; the message names
     the table and the fix. Not retriable (exit 2), and the batch stays planned, not failed: once
     the access is fixed, a rerun writes the same ranges."""

@@ -171,6 +171,20 @@ def delta_outcome_unknown(exc: BaseException) -> bool:
     return False
 
 
+def delta_refused_state(exc: BaseException) -> str | None:
+    """The SQLState under a Delta commit's error when the commit coordinator's database refused
+    the pipeline's user (REFUSED_SQL_STATES, REFUSED_SQL_CLASSES: a REVOKE, a wrong password),
+    else None. Unlike a catalog's refusal, it does not say that nothing landed: a refused UPDATE
+    that marks an entry complete comes after the entry, which is the commit."""
+    throwable = java_throwable(exc)
+    if throwable is None:
+        return None
+    try:
+        return refused_sql_state(throwable)
+    except Exception:  # the JVM is gone: nothing tells
+        return None
+
+
 # Delta's concurrent-modification errors: another commit won the race, this one changed nothing.
 DELTA_CONFLICTS = (
     "DeltaConcurrentModificationException",

@@ -151,6 +151,10 @@ def delta_rs_table(location: TableLocation) -> DeltaTable | None:
     return DeltaTable(uri, storage_options=options)
 
 
+# The commit coordinator's table in the control DB (JdbcLogStore's default, eos.delta.jdbc.table).
+COORDINATOR_TABLE = "eos_delta_commits"
+
+
 def coordinator_conf(control_db_url: str) -> dict[str, str]:
     """The JDBC settings of the commit coordinator, from the pipeline's SQLAlchemy URL."""
     url = make_url(control_db_url)

@@ -22,12 +22,17 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from eos_ingest.errors import PartialWriteError, WriteError
+from eos_ingest.errors import CatalogAccessError, PartialWriteError, WriteError
 from eos_ingest.plan.ranges import PlannedRange
-from eos_ingest.storage.commit_outcomes import delta_outcome_unknown, describe, is_delta_conflict
+from eos_ingest.storage.commit_outcomes import (
+    delta_outcome_unknown,
+    delta_refused_state,
+    describe,
+    is_delta_conflict,
+)
 from eos_ingest.storage.delta.staged_write import StagedReplace, stage_replace
 from eos_ingest.storage.lost_races import DEFAULT_BACKOFF_S, commit_checked
-from eos_ingest.storage.object_stores import delta_rs_uri, storage_options
+from eos_ingest.storage.object_stores import COORDINATOR_TABLE, delta_rs_uri, storage_options
 from eos_ingest.storage.replace_predicate import ranges_predicate
 from eos_ingest.storage.table_format import ReplaceResult, Txn
 
@@ -205,7 +210,21 @@ def commit_staged(
         # already decided (commit_outcomes.delta_outcome_unknown), so the batch stays planned and
         # its next attempt replaces the ranges again (one copy either way).
         cause = failed.__cause__
-        if type(failed) is WriteError and cause is not None and delta_outcome_unknown(cause):
+        if type(failed) is not WriteError or cause is None:
+            raise
+        refused = delta_refused_state(cause)
+        if refused is not None:
+            # The commit coordinator's database refused the pipeline's user: the same refusal
+            # meets every rerun until a person fixes the grant, so retrying is no use (exit 2). The
+            # batch stays planned either way: a refused INSERT wrote nothing, a refused UPDATE
+            # after the entry left a commit that the next run's replace makes one copy of.
+            raise CatalogAccessError(
+                f"{what} was refused by the Delta commit coordinator's database ({describe(cause)}); "
+                "the batch stays planned. Fix: grant the pipeline's user SELECT, INSERT, UPDATE and "
+                f"DELETE on the control DB's table {COORDINATOR_TABLE} (SQLState {refused}), or fix "
+                "its login in control_db_url; then run the batch again: it replaces the same ranges"
+            ) from cause
+        if delta_outcome_unknown(cause):
             raise PartialWriteError(
                 f"{what} has an unknown outcome ({describe(cause)}): the table may hold it; the "
                 "batch stays planned and its next attempt replaces the ranges again: run it again"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from eos_ingest.storage.commit_outcomes import delta_outcome_unknown, outcome
+from eos_ingest.storage.commit_outcomes import delta_outcome_unknown, delta_refused_state, outcome
 
 pytestmark = pytest.mark.integration
 
@@ -121,6 +121,24 @@ def test_delta_commit_errors_of_io_are_unknown_its_own_refusals_are_not(spark) -
     assert delta_outcome_unknown(thrown(spark, jvm.java.lang.RuntimeException(missing)))
     assert not delta_outcome_unknown(thrown(spark, refused))
     assert not delta_outcome_unknown(thrown(spark, jvm.java.lang.IllegalStateException("IOException")))
+
+
+def test_a_delta_coordinator_refusing_the_user_is_told_by_its_sql_state(spark) -> None:
+    jvm = spark._jvm
+
+    def coordinator_failed(state: str) -> Py4JJavaError:
+        sql = jvm.java.sql.SQLException("permission denied for table eos_delta_commits", state)
+        return thrown(
+            spark, jvm.java.io.IOException("Delta commit coordinator at jdbc:postgresql://db/x failed", sql)
+        )
+
+    assert delta_refused_state(coordinator_failed("42501")) == "42501"
+    assert delta_refused_state(coordinator_failed("28P01")) == "28P01"
+    # A session the database ended says nothing of the statement: unknown, not refused.
+    assert delta_refused_state(coordinator_failed("08006")) is None
+    assert delta_outcome_unknown(coordinator_failed("08006"))
+    assert delta_refused_state(thrown(spark, jvm.java.io.IOException("closed"))) is None
+    assert delta_refused_state(RuntimeError("42501")) is None
 
 
 def test_an_unknown_state_wins_over_what_it_wraps_and_python_errors_are_other(spark) -> None:
