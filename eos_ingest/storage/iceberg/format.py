@@ -23,9 +23,9 @@ from pyspark.errors import AnalysisException
 from pyspark.sql.functions import col, partitioning
 
 from eos_ingest.config import partition_transforms
-from eos_ingest.errors import PartialWriteError
+from eos_ingest.errors import CatalogAccessError, PartialWriteError
 from eos_ingest.jvm import jvm_of
-from eos_ingest.storage.commit_outcomes import describe, outcome
+from eos_ingest.storage.commit_outcomes import describe, outcome, refusal_fix
 from eos_ingest.storage.iceberg.branch import (
     PublishConflictError,
     StagedBranch,
@@ -159,7 +159,8 @@ class IcebergFormat:
     def _creation_failed(self, spark: SparkSession, path: str, exc: BaseException) -> None:
         """After the table's creation raised `exc`: return when the table is there all the same
         (the create landed and its answer was lost), else raise PartialWriteError when the outcome
-        is unknown (it may land yet: the next attempt finds the table or creates it), else `exc`."""
+        is unknown (it may land yet: the next attempt finds the table or creates it),
+        CatalogAccessError when the catalog refused this pipeline's user, else `exc`."""
         identifier = self.catalog.identifier(path)
         try:
             exists = bool(spark.catalog.tableExists(identifier))
@@ -168,7 +169,14 @@ class IcebergFormat:
         if exists:
             log.warning("creating %s raised %s, but the table is there: used", identifier, describe(exc))
             return
-        if outcome(exc, catalog_only=True) == "unknown":
+        kind = outcome(exc, catalog_only=True)
+        if kind == "refused":  # a missing grant: every rerun meets it until a person fixes it
+            raise CatalogAccessError(
+                f"creating the Iceberg table {identifier} was refused by the catalog ({describe(exc)}); "
+                f"nothing of the batch is written and it stays planned. Fix: {refusal_fix(exc)}; "
+                "then run the batch again"
+            ) from exc
+        if kind == "unknown":
             raise PartialWriteError(
                 f"creating the Iceberg table {identifier} has an unknown outcome ({describe(exc)}); "
                 "nothing of the batch is written and it stays planned: run it again"

@@ -3,7 +3,8 @@ insufficient_privilege (SQLState 42501) on the catalog's iceberg_tables, after a
 is a refusal, not a commit of unknown outcome (storage/commit_outcomes.py). The batch's first
 catalog commit (the cut of its branch) is refused: the error is CatalogAccessError, exit 2, one
 line naming the table and the grant; the batch stays planned, main is as before and no branch is
-left. Once the grant is back, the rerun commits the batch: one copy of each record.
+left. Once the grant is back, the rerun commits the batch: one copy of each record. A new table's
+creation refused (INSERT on iceberg_tables revoked) is the same CatalogAccessError, naming it.
 
 Real broker, Spark, Iceberg's JDBC catalog and PostgreSQL (the session's test server, with a role
 of this test's own); the batches run in the test's Spark session.
@@ -103,6 +104,27 @@ def test_a_catalog_database_that_refuses_the_pipelines_user_leaves_the_batch_pla
         _, ids, refs = on_main(config, table)
         assert ids == Counter(range(2 * RECORDS)) and refs == ["main"], (ids, refs)
         assert_each_committed_record_once(spark, config)  # by a raw read_committed rescan of the topic
+
+        # A new table's creation refused the same way (a REVOKE of INSERT on iceberg_tables): one
+        # line naming the table and the grant, not the raw error; the batch planned, no table.
+        as_admin(f'REVOKE INSERT ON iceberg_tables FROM "{role}"')
+        new_name = f"refused_new_{uuid.uuid4().hex[:8]}"
+        creating = make_pipeline([topic], user_url, name=new_name)
+        creating_store = open_store(creating)
+        try:
+            new_batch, _ = plan_batch(creating, creating_store)
+            assert new_batch is not None
+            with pytest.raises(EosIngestError) as raised:
+                run_fenced(spark, creating, creating_store, new_batch)
+            assert isinstance(raised.value, CatalogAccessError), repr(raised.value)
+            line = str(raised.value)
+            assert "\n" not in line and line.startswith("creating the Iceberg table "), line
+            assert f"lake.{new_name} was refused" in line, line
+            assert "42501" in line and "iceberg_tables" in line, line
+            assert creating_store.get_batch(new_batch.batch_id).status is BatchStatus.PLANNED
+            assert not IcebergCatalog.of(creating).pyiceberg().table_exists(f"lake.{new_name}")
+        finally:
+            creating_store.close()
     finally:
         store.close()
         with contextlib.suppress(Exception):  # the database goes with the fixture; the role not
