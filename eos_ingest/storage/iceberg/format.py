@@ -26,17 +26,17 @@ from eos_ingest.config import partition_transforms
 from eos_ingest.errors import CatalogAccessError, PartialWriteError
 from eos_ingest.jvm import jvm_of
 from eos_ingest.storage.commit_outcomes import describe, outcome, refusal_fix
-from eos_ingest.storage.iceberg.branch import (
+from eos_ingest.storage.iceberg.branch import StagedBranch
+from eos_ingest.storage.iceberg.catalog import IcebergCatalog
+from eos_ingest.storage.iceberg.markers import marker, newest_write
+from eos_ingest.storage.iceberg.properties import check_java
+from eos_ingest.storage.iceberg.refs import (
     PublishConflictError,
-    StagedBranch,
     branch_name,
     cut_branch,
     raise_classified,
     remove_stale_branches,
 )
-from eos_ingest.storage.iceberg.catalog import IcebergCatalog
-from eos_ingest.storage.iceberg.markers import marker, newest_write
-from eos_ingest.storage.iceberg.properties import check_java
 from eos_ingest.storage.iceberg.schema import evolve_table, fill_missing, spark_schema
 from eos_ingest.storage.lost_races import DEFAULT_BACKOFF_S, commit_checked
 from eos_ingest.storage.replace_predicate import ranges_predicate

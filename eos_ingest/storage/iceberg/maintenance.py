@@ -56,8 +56,8 @@ from eos_ingest.control.vacuum_lock import ABANDONED_IN_FLIGHT
 from eos_ingest.errors import BatchStateError, MaintenanceBusyError
 from eos_ingest.extras import needs_extra
 from eos_ingest.jvm import java_session, jvm_of
-from eos_ingest.storage.iceberg.branch import BRANCH_PREFIX
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
+from eos_ingest.storage.iceberg.refs import BRANCH_PREFIX
 from eos_ingest.storage.lost_races import retry_lost_races
 from eos_ingest.storage.maintain_deletes import under_vacuum_lock
 

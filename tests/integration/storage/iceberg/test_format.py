@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from eos_ingest.plan.ranges import PlannedRange
-from eos_ingest.storage.iceberg import branch as iceberg_branch
-from eos_ingest.storage.iceberg.branch import PublishConflictError, StagedBranch
+from eos_ingest.storage.iceberg import refs as iceberg_refs
+from eos_ingest.storage.iceberg.branch import StagedBranch
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from eos_ingest.storage.iceberg.format import IcebergFormat
+from eos_ingest.storage.iceberg.refs import PublishConflictError
 from eos_ingest.storage.table_format import Txn
 from tests.fixtures.postgres import postgres_database
 
@@ -179,7 +180,7 @@ def test_a_branch_cut_that_loses_to_a_commit_on_main_is_cut_anew_and_lands_once(
     topic = f"t{next(_topics)}"
     ranges = [PlannedRange(topic, 0, 0, 4)]
     cuts: list[str] = []
-    real = iceberg_branch.commit_refs
+    real = iceberg_refs.commit_refs
 
     def racing(table, what: str, change):
         if what.startswith("cutting"):
@@ -194,7 +195,7 @@ def test_a_branch_cut_that_loses_to_a_commit_on_main_is_cut_anew_and_lands_once(
                 return real(table, what, after_a_commit_on_main)
         return real(table, what, change)
 
-    monkeypatch.setattr(iceberg_branch, "commit_refs", racing)
+    monkeypatch.setattr(iceberg_refs, "commit_refs", racing)
     result = iceberg.commit_staged(
         lambda: iceberg.stage(
             spark, frame(spark, topic, range(4), 7, "ours"), TABLE, ranges, 7, txn=Txn(topic, 1)

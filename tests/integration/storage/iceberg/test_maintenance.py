@@ -24,9 +24,9 @@ from eos_ingest.cli import main as cli_main
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.plan.ranges import Plan, PlannedRange, TopicPartition
 from eos_ingest.service.operations import maintain, open_store
-from eos_ingest.storage.iceberg.branch import branch_name
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from eos_ingest.storage.iceberg.format import IcebergFormat
+from eos_ingest.storage.iceberg.refs import branch_name
 from eos_ingest.storage.table_format import Txn
 
 pytestmark = pytest.mark.integration
