@@ -24,7 +24,6 @@ import sys
 import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from queue import Empty, Queue
@@ -340,20 +339,8 @@ class ChaosRun:
     # -- setup ----------------------------------------------------------------------------------
 
     def setup(self) -> None:
-        # The run's servers start at once, each a JVM or a PostgreSQL of its own that mostly waits
-        # for its port: one after another they took 9-10 s of a short run in make test.
-        starts: dict[str, Any] = {"broker": self.procs.broker_up, "postgres": self.procs.postgres_up}
-        if self.cfg.table_format == "delta" and self.cfg.storage == "s3a":
-            self.s3 = S3Store(self.home / "s3", self.env)
-            starts["s3"] = self.s3.up
-        if self.cfg.table_format == "iceberg" and self.cfg.catalog == "rest":
-            self.rest = RestCatalog(self.home / "iceberg-rest", self.env)
-            starts["rest"] = self.rest.up
-        with ThreadPoolExecutor(len(starts)) as pool:
-            futures = {name: pool.submit(start) for name, start in starts.items()}
-        # result() raises a server's failure to start; run_chaos's cleanup stops the others.
-        started = {name: future.result() for name, future in futures.items()}
-        db_url = started["postgres"]
+        self.procs.broker_up()
+        db_url = self.procs.postgres_up()
         admin = AdminClient({"bootstrap.servers": self.procs.bootstrap, "log_level": 2})
         admin.create_topics([NewTopic(self.topic, self.cfg.partitions, 1)])[self.topic].result(60)
         self.pipeline_file = self.home / "chaos.yaml"
@@ -368,7 +355,8 @@ class ChaosRun:
         moments = spread(quota, self.cfg.chaos_seconds * 0.8)
         control_db_url = db_url
         if self.cfg.table_format == "delta" and self.cfg.storage == "s3a":
-            table = f"{started['s3']}/chaos"
+            self.s3 = S3Store(self.home / "s3", self.env)
+            table = f"{self.s3.up()}/chaos"
             self.env.update(self.s3.aws_env)
             output["path"] = table
             self.output = self.s3.local(table)  # the folder the end check reads
@@ -379,8 +367,8 @@ class ChaosRun:
             )
             self.unknown = DeltaCommitFaults(self.dropper, table, quota, moments)
         if self.cfg.table_format == "iceberg" and self.cfg.catalog == "rest":
-            assert self.rest is not None
-            output["catalog"] = {"type": "rest", "uri": started["rest"], "conn_id": CONN_ID}
+            self.rest = RestCatalog(self.home / "iceberg-rest", self.env)
+            output["catalog"] = {"type": "rest", "uri": self.rest.up(), "conn_id": CONN_ID}
             del output["path"]  # the server places the tables
             # Every job started from here on (spark-submit's too) signs in and has the REST timeout.
             self.env[CONN_ENV] = self.rest.connection()
