@@ -22,7 +22,7 @@ from eos_ingest.storage.object_stores import uses_object_store
 
 # An official Airflow image has no Spark provider: the DAG folder's import error names the extra.
 with needs_extra("airflow", "the ingest DAG's batch task (a SparkSubmitOperator)"):
-    # Without OpenLineage's listener when OpenLineage is off: ~0.8 s of CPU per parse of the DAG file.
+    # Without OpenLineage's listener when OpenLineage is off: ~0.75 s of CPU per parse of the DAG file.
     import_spark_submit()
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 

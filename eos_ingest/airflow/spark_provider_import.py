@@ -9,9 +9,10 @@ only when ``[openlineage] spark_inject_parent_job_info`` or ``spark_inject_trans
 and with OpenLineage off (no transport configured, the default, or ``disabled``) Airflow's own
 OpenLineage plugin does not import the listener either. Every parse of the DAG file paid for it: the
 dag-processor's (every 15 s under ``scripts/airflow.sh``) and each task's process of a DAG run, which
-parses the DAG file again (four tasks per ingest run). Measured here (2 cores, medians of 3):
-parsing ``dags/eos_pipelines.py`` in a fresh process 3.01 -> 2.18 s of CPU (the process tree; 101 -> 7 of
-OpenLineage's modules imported; at a load average of 45, so no wall figure).
+parses the DAG file again (four tasks per ingest run). Measured here (2 cores, medians of 6,
+alternated with the checkout before this door): parsing ``dags/eos_pipelines.py`` in a fresh
+process 2.93 -> 2.18 s of CPU (101 -> 7 of OpenLineage's modules imported; at load averages of 27
+to 60, five other suites running, so no wall figure).
 
 How: when OpenLineage is off and neither option is on, the calling thread's import of
 ``airflow.providers.openlineage.utils.spark`` fails while the operator's module imports, as it would
