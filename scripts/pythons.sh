@@ -118,7 +118,13 @@ image_venv() {
     build="$(mktemp -d)"
     mkdir "$build/source"
     cp "$ROOT/pyproject.toml" "$ROOT/README.md" "$build/source/"
-    (cd "$ROOT" && find eos_ingest -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 \
+    # The package and the top-level folders that pyproject.toml's package-dir maps into the wheel
+    # (spark/, plugins/, expectations/): without them the build fails.
+    mapped="$(python3 -c 'import sys, tomllib
+print(" ".join(sorted(set(tomllib.load(open(sys.argv[1], "rb"))["tool"]["setuptools"]["package-dir"].values()))))' \
+      "$ROOT/pyproject.toml")"
+    # shellcheck disable=SC2086
+    (cd "$ROOT" && find eos_ingest $mapped -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 \
       | xargs -0 cp --parents -t "$build/source")
     "$UV" build -q --wheel -b "$ROOT/requirements-bootstrap.lock" -o "$build/dist" "$build/source"
     before="$("$UV" pip freeze -q --python "$venv/bin/python")"
