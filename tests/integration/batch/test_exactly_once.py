@@ -1,4 +1,9 @@
-"""The exactly-once claims, each by a test that would break it, asserted with verify."""
+"""The exactly-once claims, each by a test that would break it, asserted with verify.
+
+Each test runs on one control DB backend, the two spread over the file (on_control_db): their
+subject is Kafka's offsets, Spark and the table; what the control DB does for them (plan, the
+override note, reset-offsets) is proven on both backends in tests/integration/control/test_store.py.
+(Four tests ran on both until 2026-12-06, about 27 s of repeats in `make test`.)"""
 
 from __future__ import annotations
 
@@ -79,6 +84,7 @@ def test_transaction_open_at_plan_time_is_not_read_and_the_next_batch_reads_it_w
     assert report.ok, report.to_dict()
 
 
+@on_control_db("sqlite")
 def test_empty_plan_creates_no_batch(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:
@@ -118,6 +124,7 @@ def test_partition_added_to_the_topic_is_ingested_from_its_start(
     assert verify_pipeline(spark, config).ok
 
 
+@on_control_db("postgresql")
 def test_offsets_lost_to_retention_fail_the_plan_until_explicitly_overridden(
     spark, kafka_bootstrap, kafka_admin, make_topic, make_pipeline, control_db_url
 ) -> None:
@@ -152,6 +159,7 @@ def test_offsets_lost_to_retention_fail_the_plan_until_explicitly_overridden(
     assert report.ok and report.unverifiable == 10, report.to_dict()
 
 
+@on_control_db("sqlite")
 def test_topic_deleted_and_recreated_fails_the_plan(
     spark, kafka_bootstrap, kafka_admin, make_topic, make_pipeline, control_db_url
 ) -> None:
@@ -200,6 +208,7 @@ def test_topic_deleted_and_recreated_fails_the_plan(
     assert open_store(config).committed_offsets(config.name) == {TopicPartition(topic, 0): 4}
 
 
+@on_control_db("postgresql")
 def test_a_pipeline_of_two_topics(spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url) -> None:
     first, second = make_topic(partitions=2), make_topic(partitions=3)
     producer = TxProducer(kafka_bootstrap)
