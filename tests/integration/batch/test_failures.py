@@ -56,52 +56,31 @@ def rerun(spark, config, batch_id: int) -> BatchResult:
     return again
 
 
-# The control DB's side of the claim on PostgreSQL; Iceberg's (published to main, then the kill) on SQLite.
+# The control DB's side of the claims on PostgreSQL; Iceberg's (staged on a branch, published to
+# main, then the kill) on SQLite.
 @on_cases(("postgresql", "delta"), ("sqlite", "iceberg"))
-def test_kill_9_between_the_table_write_and_the_commit_then_rerun_leaves_exactly_one_copy(
+def test_kill_9_after_the_gate_then_between_the_table_write_and_the_commit_then_rerun_leaves_exactly_one_copy(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
 ) -> None:
+    """One planned batch, two jobs SIGKILLed at two fault points, then the rerun.
+
+    1. After the gate with the table's rows staged: staging happens in the read's pass and the
+       publish after the gate, so the kill leaves Delta's Parquet files that no Delta log names,
+       or Iceberg's branch of the batch, which main never pointed at: no reader sees a row.
+    2. The next attempt's job (fence 2) between the table's write (Delta: committed; Iceberg:
+       published to main) and the control commit: the rows are in the table once (not beside
+       what the first job staged), the batch still planned, the offsets unmoved.
+    3. The rerun (fence 3) replaces them: one copy, no staged branch left.
+
+    (test_kill_9_after_the_gate_with_the_table_staged_leaves_nothing_published_and_the_rerun_writes_once,
+    the first kill on a batch of its own, was merged in here on 2026-12-06: its batch, rerun and
+    verify repeated this test's; the attempt after its kill is a real job now.)"""
     config, store, batch = planned_batch(
         kafka_bootstrap, make_topic(partitions=3), make_pipeline, control_db_url
     )
-    pause = tmp_path / "pause"
 
-    log = tmp_path / "job.log"
-    job = start_job(config, batch.batch_id, log, pause)
-    wait_for_pause(job, pause, log)
-    os.killpg(job.pid, signal.SIGKILL)
-    job.wait(timeout=30)
-
-    # The write landed (Delta: committed; Iceberg: published to main) but the control commit did
-    # not: the batch is still planned and offsets did not move.
-    assert table_count(spark, config) == 300
-    assert store.get_batch(batch.batch_id).status.value == "planned"
-    assert all(offset == 0 for offset in store.committed_offsets(config.name).values())
-    assert verify_pipeline(spark, config).unexpected == 300
-
-    again = rerun(spark, config, batch.batch_id)
-
-    assert again.fence == 2
-    done = store.get_batch(batch.batch_id)
-    assert done.status.value == "committed" and done.fence == 2
-    assert table_count(spark, config) == 300
-    report = verify_pipeline(spark, config)
-    assert report.ok and report.expected == 300, report.to_dict()
-    if config.output.format == "iceberg":
-        assert staged_branches(spark, config) == []
-
-
-@on_cases(("sqlite", "delta"), ("sqlite", "iceberg"))  # the table formats' side; the DB's: above
-def test_kill_9_after_the_gate_with_the_table_staged_leaves_nothing_published_and_the_rerun_writes_once(
-    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
-) -> None:
-    """The table's rows are staged in the read's pass and published after the gate: a kill in
-    between leaves Delta's Parquet files that no Delta log names, or Iceberg's branch of the batch,
-    which main never pointed at, so no reader sees a row."""
-    config, store, batch = planned_batch(
-        kafka_bootstrap, make_topic(partitions=3), make_pipeline, control_db_url
-    )
-    pause, log = tmp_path / "pause", tmp_path / "job.log"
+    # 1. Killed after the gate, the table's rows staged.
+    pause, log = tmp_path / "pause-staged", tmp_path / "job-staged.log"
     job = start_job(config, batch.batch_id, log, pause, pause_at=PAUSE_BEFORE_TABLE_COMMIT_ENV)
     wait_for_pause(job, pause, log)
     os.killpg(job.pid, signal.SIGKILL)
@@ -116,14 +95,30 @@ def test_kill_9_after_the_gate_with_the_table_staged_leaves_nothing_published_an
     assert table_count(spark, config) == 0  # ... published nowhere
     assert store.get_batch(batch.batch_id).status.value == "planned"
 
+    # 2. The next attempt, killed between the table's write and the control commit.
+    pause, log = tmp_path / "pause", tmp_path / "job.log"
+    job = start_job(config, batch.batch_id, log, pause)
+    wait_for_pause(job, pause, log)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait(timeout=30)
+
+    # The write landed but the control commit did not: the batch is still planned and offsets did not move.
+    assert table_count(spark, config) == 300
+    assert store.get_batch(batch.batch_id).status.value == "planned"
+    assert all(offset == 0 for offset in store.committed_offsets(config.name).values())
+    assert verify_pipeline(spark, config).unexpected == 300
+
+    # 3. The rerun.
     again = rerun(spark, config, batch.batch_id)
 
-    assert again.fence == 2 and again.records_written == 300
+    assert again.fence == 3 and again.records_written == 300
+    done = store.get_batch(batch.batch_id)
+    assert done.status.value == "committed" and done.fence == 3
     assert table_count(spark, config) == 300
     report = verify_pipeline(spark, config)
     assert report.ok and report.expected == 300, report.to_dict()
     if config.output.format == "iceberg":
-        assert staged_branches(spark, config) == []  # the rerun dropped the dead attempt's branch
+        assert staged_branches(spark, config) == []  # the dead attempts' branches are gone
 
 
 # The fence is the control DB's compare-and-set, so both backends; the publish's fence, both formats.
