@@ -44,7 +44,7 @@ from tests.fixtures.pipelines import (
     verify_pipeline,
     write_pipeline,
 )
-from tests.helpers.kafka import TxProducer
+from tests.helpers.kafka import TxProducer, cleaner_backoff
 from tests.helpers.processes import AttemptInThread, wait_for_pause
 from tests.helpers.rescan import assert_each_committed_record_once
 
@@ -317,7 +317,7 @@ def bad_records_kept(bootstrap: str, topic: str, end: int) -> int:
 
 @on_formats()
 def test_a_cleaner_run_between_the_two_reads_of_a_compacted_topic_fails_the_try_and_the_rerun_writes_what_it_counts(
-    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, monkeypatch, tmp_path
+    spark, kafka_bootstrap, kafka_admin, make_topic, make_pipeline, control_db_url, monkeypatch, tmp_path
 ) -> None:
     """Item 3: the table's rows and the gate's counts come from the batch's first read of Kafka, the
     quarantine's rows from a second one. Five malformed records share a key; the log cleaner
@@ -347,13 +347,14 @@ def test_a_cleaner_run_between_the_two_reads_of_a_compacted_topic_fails_the_try_
 
     def compact() -> None:
         # One more record rolls the segment (older than segment.ms): the batch's records become
-        # cleanable, and the broker's cleaner (its backoff: 15 s) keeps the last `bad` only.
+        # cleanable, and the broker's cleaner keeps the last `bad` only.
         producer.produce(topic, b"{}", key=b"roll", partition=0)
         producer.flush(30)
         deadline = time.monotonic() + 90
-        while bad_records_kept(kafka_bootstrap, topic, 25) != 1:
-            assert time.monotonic() < deadline, "the log cleaner did not compact the topic in time"
-            time.sleep(1)
+        with cleaner_backoff(kafka_admin, 200):  # not its 15 s sleep between looks
+            while bad_records_kept(kafka_bootstrap, topic, 25) != 1:
+                assert time.monotonic() < deadline, "the log cleaner did not compact the topic in time"
+                time.sleep(0.2)
 
     error = run_paused(
         spark,
