@@ -11,6 +11,10 @@
 # from KAFKA_SCRAM_USERS_FILE, one `name=<user>,password=<password>` per line, and are written when
 # the data folder is formatted (a folder formatted without them needs `stack.sh down` and a new
 # folder).
+# A node of a cluster (stack/cluster.sh starts them): KAFKA_NODE_ID, KAFKA_QUORUM_VOTERS (a static
+# quorum, `1@127.0.0.1:9293,2@...`, instead of the one standalone controller), KAFKA_CLUSTER_ID (every
+# node formatted with the same one) and KAFKA_REPLICATION (3: replication 3 and min.insync.replicas 2
+# for topics and the internal ones). Unset, the broker is the single node above.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 STATE="${EOS_STATE_DIR:-$ROOT/.state}"
@@ -40,6 +44,11 @@ up() {
   mkdir -p "$HOME_DIR/data" "$LOG_DIR"
   sed -e "s#@KAFKA_PORT@#$KAFKA_PORT#g" -e "s#@CONTROLLER_PORT@#$CONTROLLER_PORT#g" \
       -e "s#@DATA_DIR@#$HOME_DIR/data#g" "$ROOT/stack/server.properties.in" > "$HOME_DIR/server.properties"
+  if [[ -n "${KAFKA_QUORUM_VOTERS:-}" ]]; then
+    # A static quorum names its voters; the bootstrap line is the standalone controller's.
+    sed -i -e "/^controller.quorum.bootstrap.servers=/d" "$HOME_DIR/server.properties"
+    cluster_node_properties >> "$HOME_DIR/server.properties"
+  fi
   local scram=()
   if [[ -n "$SASL_SSL_PORT" ]]; then
     [[ -f "$TLS_DIR/broker.p12" ]] || "$ROOT/stack/tls.sh" "$TLS_DIR"
@@ -56,8 +65,11 @@ up() {
   # Format once per data folder; the meta.properties file marks a formatted one.
   if [[ ! -f "$HOME_DIR/data/meta.properties" ]]; then
     local cluster_id
-    cluster_id="$("${java[@]}" kafka.tools.StorageTool random-uuid)"
-    "${java[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$HOME_DIR/server.properties" --standalone "${scram[@]}" >"$LOG_DIR/format.log"
+    local cluster_id="${KAFKA_CLUSTER_ID:-}" standalone=(--standalone)
+    [[ -n "$cluster_id" ]] || cluster_id="$("${java[@]}" kafka.tools.StorageTool random-uuid)"
+    # With static voters the quorum is in the properties; --standalone would make a second one.
+    [[ -z "${KAFKA_QUORUM_VOTERS:-}" ]] || standalone=()
+    "${java[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$HOME_DIR/server.properties" "${standalone[@]}" "${scram[@]}" >"$LOG_DIR/format.log"
   fi
   nohup "${java[@]}" kafka.Kafka "$HOME_DIR/server.properties" >"$LOG_DIR/stdout.log" 2>&1 &
   echo $! >"$PID_FILE"
@@ -93,6 +105,27 @@ ssl.keystore.location=$TLS_DIR/broker.p12
 ssl.keystore.password=$(cat "$TLS_DIR/keystore.password")
 ssl.key.password=$(cat "$TLS_DIR/keystore.password")
 ssl.client.auth=none
+PROPS
+}
+
+# A cluster node's settings, appended (a later key wins in a properties file): server.properties.in
+# stays the single broker that docker-compose.yaml copies.
+cluster_node_properties() {
+  local replication="${KAFKA_REPLICATION:-3}"
+  local min_isr=$((replication > 1 ? 2 : 1))
+  cat <<PROPS
+# -- added by stack.sh for node ${KAFKA_NODE_ID:-1} of the quorum $KAFKA_QUORUM_VOTERS
+node.id=${KAFKA_NODE_ID:-1}
+controller.quorum.voters=$KAFKA_QUORUM_VOTERS
+default.replication.factor=$replication
+min.insync.replicas=$min_isr
+offsets.topic.replication.factor=$replication
+transaction.state.log.replication.factor=$replication
+transaction.state.log.min.isr=$min_isr
+share.coordinator.state.topic.replication.factor=$replication
+share.coordinator.state.topic.min.isr=$min_isr
+# A restarted node becomes its partitions' leader again only by an election the test asks for.
+auto.leader.rebalance.enable=false
 PROPS
 }
 
