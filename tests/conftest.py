@@ -7,6 +7,7 @@ from tests.scheduling import FileScheduling, longest_first
 
 pytest_plugins = [
     "tests.fixtures.kafka",
+    "tests.fixtures.kafka_cluster",
     "tests.fixtures.spark",
     "tests.fixtures.spark_cluster",
     "tests.fixtures.postgres",
