@@ -121,15 +121,18 @@ bench: stack-up
 # CHAOS_ARGS="--catalog rest" puts that table in the REST catalog server behind the fault proxy,
 # which loses the answers of some publishes; on Delta, "--storage s3a" puts the tables on s3a and
 # drops the commit coordinator's connection to PostgreSQL right after some commits' entries.
+# CHAOS_BROKERS=3 runs it on a 3-node cluster (stack/cluster.sh) whose broker kills take a
+# partition's leader, a writer's transaction coordinator and the active controller in turn.
 CHAOS_RECORDS ?= 1000000
 CHAOS_KILLS ?= 100
 CHAOS_BROKER_RESTARTS ?= 5
+CHAOS_BROKERS ?= 1
 CHAOS_SECONDS ?= 3600
 CHAOS_MAX_MINUTES ?= 300
 CHAOS_FORMAT ?= delta
 chaos: setup
 	$(PY) -m bench.chaos --records $(CHAOS_RECORDS) --kills $(CHAOS_KILLS) \
-	  --broker-restarts $(CHAOS_BROKER_RESTARTS) --chaos-seconds $(CHAOS_SECONDS) \
+	  --broker-restarts $(CHAOS_BROKER_RESTARTS) --brokers $(CHAOS_BROKERS) --chaos-seconds $(CHAOS_SECONDS) \
 	  --max-minutes $(CHAOS_MAX_MINUTES) --format $(CHAOS_FORMAT) $(CHAOS_ARGS)
 
 # The main job, end to end on local defaults: setup, Kafka, `airflow standalone`, a demo stream,

@@ -39,7 +39,7 @@ class KafkaCluster:
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{self.port + i}" for i in range(self.nodes))
 
-    def run(self, *args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, timeout_s: float = 420) -> subprocess.CompletedProcess[str]:
         """cluster.sh with this cluster's nodes, ports and folder."""
         env = {
             **os.environ,
@@ -48,6 +48,8 @@ class KafkaCluster:
             "KAFKA_CLUSTER_CONTROLLER_PORT": str(self.controller_port),
             "KAFKA_CLUSTER_HOME": str(self.home),
             "KAFKA_HEAP": self.heap,
+            # Three JVMs starting at once on a loaded 2-core machine took 90 to 130 s here.
+            "KAFKA_START_TIMEOUT": os.environ.get("KAFKA_START_TIMEOUT", "300"),
         }
         return subprocess.run(
             [str(CLUSTER), *args], env=env, text=True, capture_output=True, timeout=timeout_s, check=False

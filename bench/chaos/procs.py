@@ -18,6 +18,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.chaos.cluster import KafkaCluster, free_base
+
 REPO = Path(__file__).resolve().parents[2]
 STACK = REPO / "stack" / "stack.sh"
 POSTGRES = REPO / "scripts" / "postgres.sh"
@@ -196,12 +198,17 @@ class Job:
 class Processes:
     """Registry of everything a run started, and its cleanup."""
 
-    def __init__(self, home: Path, env: dict[str, str]) -> None:
+    def __init__(self, home: Path, env: dict[str, str], brokers: int = 1) -> None:
         self.home = home
         self.env = env
         self.jobs: list[Job] = []
         self.lock = threading.Lock()
         self.kafka_port, self.controller_port, self.pg_port = free_ports(3)
+        # More than one broker: a cluster of stack/cluster.sh (bench/chaos/cluster.py) instead.
+        self.cluster: KafkaCluster | None = None
+        if brokers > 1:
+            base = free_base(2 * brokers)
+            self.cluster = KafkaCluster(home / "kafka-cluster", base, base + brokers, brokers)
         self.broker_started = False
         self.postgres_started = False
 
@@ -239,7 +246,7 @@ class Processes:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.kafka_port}"
+        return self.cluster.bootstrap if self.cluster else f"127.0.0.1:{self.kafka_port}"
 
     def _stack(self, command: str, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
         env = {
@@ -254,13 +261,18 @@ class Processes:
 
     def broker_up(self) -> None:
         self.broker_started = True
-        done = self._stack("up")
+        done = self.cluster.run("up") if self.cluster else self._stack("up")
         if done.returncode != 0:
             raise RuntimeError(f"chaos: the broker did not start:\n{done.stdout}\n{done.stderr}")
 
-    def broker_kill9(self) -> None:
-        """kill -9 of the broker's JVM (the data folder stays); broker_up() restarts it."""
-        pid_file = self.home / "kafka" / "kafka.pid"
+    def broker_kill9(self, node: int = 1) -> None:
+        """kill -9 of the broker's JVM (of a cluster's `node`; the data folder stays); broker_up()
+        restarts it."""
+        pid_file = (
+            self.cluster.home / f"node-{node}" / "kafka.pid"
+            if self.cluster
+            else self.home / "kafka" / "kafka.pid"
+        )
         pid = int(pid_file.read_text().strip())
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
@@ -275,7 +287,7 @@ class Processes:
 
     def broker_down(self) -> None:
         if self.broker_started:
-            self._stack("down", timeout_s=60)
+            self.cluster.run("down", timeout_s=90) if self.cluster else self._stack("down", timeout_s=60)
 
     # -- PostgreSQL -----------------------------------------------------------------------------
 

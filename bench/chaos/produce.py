@@ -49,11 +49,17 @@ class ProduceStats:
         }
 
 
+# Every transactional id a producer of this process took, the newest last: a cluster run's broker
+# kills aim at the newest one's coordinator (bench/chaos/cluster.py).
+TRANSACTIONAL_IDS: list[str] = []
+
+
 def _producer(bootstrap: str) -> Producer:
+    TRANSACTIONAL_IDS.append(f"chaos-{uuid.uuid4().hex}")
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
-            "transactional.id": f"chaos-{uuid.uuid4().hex}",
+            "transactional.id": TRANSACTIONAL_IDS[-1],
             "transaction.timeout.ms": 60_000,  # a lost producer's transaction ends within a minute
             "linger.ms": 20,
             # New partitions of the topic are seen within a few seconds.

@@ -34,6 +34,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from sqlalchemy.engine import make_url
 
 from bench.chaos import check
+from bench.chaos.cluster import kill_target
 from bench.chaos.delta_coordinator import S3Store
 from bench.chaos.procs import REPO, Job, Processes, group_alive
 from bench.chaos.produce import SCHEMA, ProduceStats, TxWriter
@@ -72,6 +73,9 @@ class ChaosConfig:
     records: int = 1_000_000
     kills: int = 100
     broker_restarts: int = 5
+    # More than 1: a cluster of that many nodes (replication 3, min.insync.replicas 2), whose broker
+    # kills take a partition's leader, a writer's transaction coordinator and the controller in turn.
+    brokers: int = 1
     postgres_restarts: int = 1
     zombies: int = 3
     backfills: int = 10
@@ -163,7 +167,7 @@ class ChaosRun:
             (self.home / "jvm").symlink_to(state / "jvm")
         self.env = {**os.environ, "EOS_STATE_DIR": str(self.home), "EOS_LOG_LEVEL": "INFO"}
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
-        self.procs = Processes(self.home, self.env)
+        self.procs = Processes(self.home, self.env, self.cfg.brokers)
         self.tally = Tally()
         self.stats = ProduceStats()
         self.stop = threading.Event()  # ends the chaos phase
@@ -342,7 +346,8 @@ class ChaosRun:
         self.procs.broker_up()
         db_url = self.procs.postgres_up()
         admin = AdminClient({"bootstrap.servers": self.procs.bootstrap, "log_level": 2})
-        admin.create_topics([NewTopic(self.topic, self.cfg.partitions, 1)])[self.topic].result(60)
+        replicas = min(self.cfg.brokers, 3)
+        admin.create_topics([NewTopic(self.topic, self.cfg.partitions, replicas)])[self.topic].result(60)
         self.pipeline_file = self.home / "chaos.yaml"
         self.output = self.home / "tables" / "chaos"
         self.db_url = db_url
@@ -909,11 +914,12 @@ class ChaosRun:
             if self.stop.is_set():
                 return
             if what == "broker":
-                self.procs.broker_kill9()
+                node, role = kill_target(self.procs.cluster, self.topic, self.tally.broker_restarts, self.rng)
+                self.procs.broker_kill9(node)
                 self.stop.wait(self.rng.uniform(1, 5))
                 self.procs.broker_up()
                 self.tally.broker_restarts += 1
-                self.tally.note(f"broker kill -9 and restart #{self.tally.broker_restarts}")
+                self.tally.note(f"broker kill -9 ({role}) and restart #{self.tally.broker_restarts}")
             else:
                 self.procs.postgres_down()
                 self.stop.wait(self.rng.uniform(1, 3))
@@ -1185,6 +1191,9 @@ def parse_args(argv: list[str] | None = None) -> ChaosConfig:
         "--kills", type=int, default=d.kills, help="SIGKILLs of jobs (run, backfill, audit, maintain)"
     )
     p.add_argument("--broker-restarts", type=int, default=d.broker_restarts)
+    p.add_argument("--brokers", type=int, default=d.brokers,
+                   help="Kafka nodes: more than 1 runs a cluster (stack/cluster.sh) whose broker kills "
+                   "take leaders, coordinators and the controller in turn")  # fmt: skip
     p.add_argument("--postgres-restarts", type=int, default=d.postgres_restarts)
     p.add_argument("--zombies", type=int, default=d.zombies, help="planned batches submitted twice at once")
     p.add_argument("--backfills", type=int, default=d.backfills, help="backfills to run at least")
