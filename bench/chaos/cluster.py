@@ -122,16 +122,25 @@ def java_abs(value: int) -> int:
     return 0 if value == -(1 << 31) else abs(value)
 
 
-def free_base(count: int) -> int:
-    """The first of `count` consecutive ports that are free (cluster.sh numbers its nodes' ports
-    from a base: the clients' ports, then the quorum's)."""
-    for _ in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            base = int(sock.getsockname()[1])
-        if base + count < 65536 and all(_bindable(p) for p in range(base, base + count)):
+def free_base(count: int, rng: random.Random | None = None) -> int:
+    """The first of `count` consecutive free ports below the kernel's ephemeral range (cluster.sh
+    numbers its nodes' ports from a base). Inside that range a client that keeps reconnecting to a
+    dead node's port can be given that very port as its own (a TCP self-connect), and the node's
+    restart then fails with "Address already in use": seen in a chaos run's first broker kill."""
+    low = _ephemeral_low()
+    rng = rng or random.Random()
+    for _ in range(200):
+        base = rng.randrange(max(1024, low - 12_000), low - count)
+        if all(_bindable(p) for p in range(base, base + count)):
             return base
-    raise RuntimeError(f"no run of {count} free ports on 127.0.0.1")
+    raise RuntimeError(f"no run of {count} free ports on 127.0.0.1 below {low}")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def _bindable(port: int) -> bool:

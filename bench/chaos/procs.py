@@ -210,6 +210,7 @@ class Processes:
             base = free_base(2 * brokers)
             self.cluster = KafkaCluster(home / "kafka-cluster", base, base + brokers, brokers)
         self.broker_started = False
+        self.killed_node = 0  # a cluster's node broker_kill9 killed, which broker_up starts again
         self.postgres_started = False
 
     # -- jobs -----------------------------------------------------------------------------------
@@ -261,7 +262,13 @@ class Processes:
 
     def broker_up(self) -> None:
         self.broker_started = True
-        done = self.cluster.run("up") if self.cluster else self._stack("up")
+        if self.cluster is None:
+            done = self._stack("up")
+        elif self.killed_node:  # only that node: a failed `up` would stop the whole cluster
+            done = self.cluster.run("start", str(self.killed_node))
+        else:
+            done = self.cluster.run("up")
+        self.killed_node = 0
         if done.returncode != 0:
             raise RuntimeError(f"chaos: the broker did not start:\n{done.stdout}\n{done.stderr}")
 
@@ -274,6 +281,7 @@ class Processes:
             else self.home / "kafka" / "kafka.pid"
         )
         pid = int(pid_file.read_text().strip())
+        self.killed_node = node if self.cluster else 0
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
