@@ -181,11 +181,19 @@ def bounded_batch_on_markers(spark, config: PipelineConfig, bootstrap: str) -> N
     batch, _ = plan_batch(config, store)
     assert batch is not None
     assert {(r.partition, r.end) for r in batch.ranges} == {(0, 41), (1, 52)}, batch.ranges
-    done = threading.Event()
-    thread = threading.Thread(target=lambda: (run_fenced(spark, config, store, batch), done.set()))
+    outcome: dict[str, BaseException] = {}
+
+    def attempt() -> None:
+        try:
+            run_fenced(spark, config, store, batch)
+        except BaseException as exc:  # handed to the test
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=attempt, name="eos-test-marker-attempt")
     thread.start()
     thread.join(180)
-    assert done.is_set(), "the batch did not end on its markers within 180 s"
+    assert not thread.is_alive(), "the batch did not end on its markers within 180 s"
+    assert "error" not in outcome, f"the batch failed: {outcome['error']!r}"
     assert table_count(spark, config) == len(read_committed(bootstrap, topic, 2)) == 70
     caught_up_exactly_once(spark, config)
 
