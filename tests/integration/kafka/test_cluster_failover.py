@@ -9,8 +9,8 @@ Each time the batch commits, or fails retriably (exit 75) and stays planned, and
 commits it; then `verify` and an independent read_committed rescan (tests/helpers/rescan.py) find
 every committed record of the committed ranges once: 0 duplicates, 0 missing, 0 unexpected.
 The cluster, the Spark session and one pipeline are shared by the module; each fault adds the
-writer's records to the same topic and the checks cover every batch so far. Clean stops instead
-of kills: EOS_LONG_TESTS=1."""
+writer's records to the same topic and the checks cover every batch so far. What `make test`
+runs and what only EOS_LONG_TESTS=1 adds: at HOW below."""
 
 from __future__ import annotations
 
@@ -106,35 +106,51 @@ def caught_up_exactly_once(spark, config: PipelineConfig) -> None:
     assert_each_committed_record_once(spark, config)
 
 
-def down_and_up(cluster: KafkaCluster, node: int, clean: bool = LONG) -> None:
-    """SIGKILL (or, with EOS_LONG_TESTS=1, a clean stop of) `node`, and its start DOWN_S later."""
-    cluster.stop(node) if clean else cluster.kill(node)
+# `make test` runs the SIGKILLs of a read partition's leader and of the writer's coordinator and
+# both marker tests (one cluster start; the module's time is within its budget); the controller's
+# SIGKILL, the preferred-leader election and every clean stop run with EOS_LONG_TESTS=1, and `make
+# chaos CHAOS_BROKERS=3` kills leaders, coordinators and the controller in turn at full size.
+long_only = pytest.mark.skipif(not LONG, reason="a long variant: EOS_LONG_TESTS=1")
+HOW = [
+    pytest.param("kill", id="sigkill"),
+    pytest.param("stop", id="clean-stop", marks=long_only),
+]
+
+
+def down_and_up(cluster: KafkaCluster, node: int, how: str) -> None:
+    """SIGKILL (how="kill") or a clean stop of `node`, and its start DOWN_S later."""
+    cluster.stop(node) if how == "stop" else cluster.kill(node)
     time.sleep(DOWN_S)
     cluster.start(node)
 
 
-def test_killed_leader_of_a_read_partition(spark, kafka_cluster, pipeline, writer) -> None:
+@pytest.mark.parametrize("how", HOW)
+def test_leader_of_a_read_partition_down(spark, kafka_cluster, pipeline, writer, how: str) -> None:
     leader = kafka_cluster.leader(pipeline.topics[0], 0)
-    batch_through(spark, pipeline, lambda: down_and_up(kafka_cluster, leader))
+    batch_through(spark, pipeline, lambda: down_and_up(kafka_cluster, leader, how))
     writer.stop()
     caught_up_exactly_once(spark, pipeline)
 
 
-def test_killed_transaction_coordinator(spark, kafka_cluster, pipeline, writer) -> None:
+@pytest.mark.parametrize("how", HOW)
+def test_transaction_coordinator_down(spark, kafka_cluster, pipeline, writer, how: str) -> None:
     coordinator = kafka_cluster.coordinator(writer.transactional_id)
-    batch_through(spark, pipeline, lambda: down_and_up(kafka_cluster, coordinator))
+    batch_through(spark, pipeline, lambda: down_and_up(kafka_cluster, coordinator, how))
     writer.stop()
     caught_up_exactly_once(spark, pipeline)
 
 
-def test_killed_active_controller(spark, kafka_cluster, pipeline, writer) -> None:
+@long_only
+@pytest.mark.parametrize("how", ["kill", "stop"])
+def test_active_controller_down(spark, kafka_cluster, pipeline, writer, how: str) -> None:
     controller = kafka_cluster.active_controller()
-    batch_through(spark, pipeline, lambda: down_and_up(kafka_cluster, controller))
+    batch_through(spark, pipeline, lambda: down_and_up(kafka_cluster, controller, how))
     writer.stop()
-    assert kafka_cluster.active_controller() != controller or LONG, "the quorum kept its dead leader"
+    assert kafka_cluster.active_controller() != controller or how == "stop", "the quorum kept its dead leader"
     caught_up_exactly_once(spark, pipeline)
 
 
+@long_only
 def test_preferred_leader_election_mid_read(spark, kafka_cluster, pipeline, writer) -> None:
     topic = pipeline.topics[0]
     moved = away_from_preferred(kafka_cluster, topic)
