@@ -15,6 +15,10 @@
 # quorum, `1@127.0.0.1:9293,2@...`, instead of the one standalone controller), KAFKA_CLUSTER_ID (every
 # node formatted with the same one) and KAFKA_REPLICATION (3: replication 3 and min.insync.replicas 2
 # for topics and the internal ones). Unset, the broker is the single node above.
+# KAFKA_PROXIED_PORT and KAFKA_PROXIED_ADVERTISED_PORT (unset: none) add a PLAINTEXT listener bound
+# to the first port that tells clients to reconnect at the second, where a TCP fault proxy listens
+# and forwards to the first (tests/fixtures/toxiproxy.py): clients that bootstrap through the proxy
+# then stay behind it, as Kafka clients reconnect to the advertised address.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 STATE="${EOS_STATE_DIR:-$ROOT/.state}"
@@ -22,6 +26,8 @@ KAFKA_PORT="${KAFKA_PORT:-9092}"
 CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
 HOME_DIR="${KAFKA_HOME_DIR:-$STATE/kafka-$KAFKA_PORT}"
 SASL_SSL_PORT="${KAFKA_SASL_SSL_PORT:-}"
+PROXIED_PORT="${KAFKA_PROXIED_PORT:-}"
+PROXIED_ADVERTISED_PORT="${KAFKA_PROXIED_ADVERTISED_PORT:-}"
 TLS_DIR="$HOME_DIR/tls"
 JARS="$STATE/jars/kafka"
 PID_FILE="$HOME_DIR/kafka.pid"
@@ -50,6 +56,7 @@ up() {
     cluster_node_properties >> "$HOME_DIR/server.properties"
   fi
   local scram=()
+  [[ -z "$SASL_SSL_PORT" && -z "$PROXIED_PORT" ]] || listener_properties >> "$HOME_DIR/server.properties"
   if [[ -n "$SASL_SSL_PORT" ]]; then
     [[ -f "$TLS_DIR/broker.p12" ]] || "$ROOT/stack/tls.sh" "$TLS_DIR"
     sasl_ssl_properties >> "$HOME_DIR/server.properties"
@@ -90,14 +97,28 @@ up() {
   echo "kafka: up on 127.0.0.1:$KAFKA_PORT (pid $(cat "$PID_FILE"), data in $HOME_DIR)"
 }
 
-# The SASL_SSL listener, appended to server.properties: the properties file cannot hold an
-# optional listener, and without KAFKA_SASL_SSL_PORT the broker is exactly the PLAINTEXT one.
+# The optional listeners, appended to server.properties (a later key wins): the properties file
+# cannot hold an optional listener, and without them the broker is exactly the PLAINTEXT one.
+listener_properties() {
+  local listeners="PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT"
+  local advertised="$listeners" protocols="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  if [[ -n "$SASL_SSL_PORT" ]]; then
+    listeners+=",SASL_SSL://127.0.0.1:$SASL_SSL_PORT"
+    advertised+=",SASL_SSL://127.0.0.1:$SASL_SSL_PORT"
+    protocols+=",SASL_SSL:SASL_SSL"
+  fi
+  if [[ -n "$PROXIED_PORT" ]]; then
+    listeners+=",PROXIED://127.0.0.1:$PROXIED_PORT"
+    advertised+=",PROXIED://127.0.0.1:${PROXIED_ADVERTISED_PORT:?KAFKA_PROXIED_PORT needs KAFKA_PROXIED_ADVERTISED_PORT}"
+    protocols+=",PROXIED:PLAINTEXT"
+  fi
+  printf '# -- added by stack.sh for its optional listeners\nlisteners=%s\nadvertised.listeners=%s\nlistener.security.protocol.map=%s\n' \
+    "$listeners" "$advertised" "$protocols"
+}
+
+# The SASL_SSL listener's settings (its address: listener_properties).
 sasl_ssl_properties() {
   cat <<PROPS
-# -- added by stack.sh for KAFKA_SASL_SSL_PORT=$SASL_SSL_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT,SASL_SSL://127.0.0.1:$SASL_SSL_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT,SASL_SSL://127.0.0.1:$SASL_SSL_PORT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
 sasl.enabled.mechanisms=SCRAM-SHA-512
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 ssl.keystore.type=PKCS12
