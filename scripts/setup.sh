@@ -49,6 +49,9 @@ fi
 # 3. The Schema Registry server of the test stack (stack/registry.sh), built from stack/registry/.
 "$ROOT/scripts/build-registry.sh"
 
+# 3b. Toxiproxy, the TCP fault proxy of the network fault tests, from the Go module proxy (pinned).
+"$ROOT/scripts/build-toxiproxy.sh"
+
 # 4. The class-data archive of the job's driver JVM (eos_ingest/spark/class_archive.py): ~40 s once,
 # then every local job starts ~3 s sooner. Only a speed-up: if it cannot be made, jobs run without.
 # EOS_SETUP_ARCHIVE=background (make test): made beside what runs next (lint's mypy, ~26 s), its

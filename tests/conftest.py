@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.fixtures.registry",
     "tests.fixtures.iceberg_rest",
     "tests.fixtures.fault_proxy",
+    "tests.fixtures.toxiproxy",
 ]
 
 
