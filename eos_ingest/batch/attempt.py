@@ -120,7 +120,11 @@ class BatchAttempt:
         log.info("batch %s: phase %s", self.batch_id, "read")
         headers = self.config.metadata.headers != "none"
         self.kafka_rows = read_ranges(
-            self.spark, self.config.kafka_settings, self.batch.ranges, headers=headers
+            self.spark,
+            self.config.kafka_settings,
+            self.batch.ranges,
+            headers=headers,
+            timeout_s=self.config.kafka_timeout_seconds,
         )
 
     def evolve_and_parse(self) -> None:

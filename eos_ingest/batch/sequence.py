@@ -20,6 +20,7 @@ from eos_ingest.batch.result import BatchResult
 from eos_ingest.errors import CatalogAccessError, EosIngestError, FencedError, SchemaEvolutionError
 from eos_ingest.plan.data_loss import spark_data_loss
 from eos_ingest.redact import redact_text, secrets_of
+from eos_ingest.spark.kafka_source import spark_kafka_timeout
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,6 +59,12 @@ def run_fenced(
             store.fail_batch(batch_id, fence, _error_text(config, exc))
         raise
     except Exception as exc:
+        # A broker that did not answer the read in time: retriable, the batch stays planned.
+        unanswered = spark_kafka_timeout(
+            exc, config.kafka_settings.get("bootstrap.servers", "?"), batch_id, config.kafka_timeout_seconds
+        )
+        if unanswered is not None:
+            raise unanswered from exc
         # Records deleted after the plan: a rerun would fail the same way, so fail the batch.
         lost = spark_data_loss(exc, config.name, batch_id, batch.ranges)
         if lost is None:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator
 
-from eos_ingest.config.checks import problem
+from eos_ingest.config.checks import as_number, problem
 
 START_FROM = ("earliest", "latest")
 # The settings of a file without a `kafka:` section (expanded as the file's values are).
@@ -59,6 +59,13 @@ def _max_records(value: Any) -> int:
     return value
 
 
+def _kafka_timeout(value: Any) -> float:
+    value = as_number(value)
+    if not (isinstance(value, int | float) and not isinstance(value, bool) and 1 <= value <= 3600):
+        raise problem("use seconds, at least 1 and at most 3600, e.g. 30")
+    return float(value)
+
+
 Topics = Annotated[
     tuple[Annotated[str, BeforeValidator(_topic)], ...],
     BeforeValidator(_topic_list),
@@ -66,3 +73,4 @@ Topics = Annotated[
 ]
 KafkaSettings = Annotated[dict[str, str], BeforeValidator(_kafka)]
 MaxRecords = Annotated[int, BeforeValidator(_max_records)]
+KafkaTimeout = Annotated[float, BeforeValidator(_kafka_timeout)]

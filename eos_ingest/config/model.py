@@ -30,7 +30,7 @@ from eos_ingest.config.checks import (
     problem,
 )
 from eos_ingest.config.expectation_suites import checked_suite_file
-from eos_ingest.config.kafka import START_FROM, KafkaSettings, MaxRecords, Topics
+from eos_ingest.config.kafka import START_FROM, KafkaSettings, KafkaTimeout, MaxRecords, Topics
 from eos_ingest.config.optional_dags import AlertsConfig, MaintenanceConfig
 from eos_ingest.config.output import CatalogConfig, OutputConfig
 from eos_ingest.config.pipeline_name import BACKFILL_PREFIX, MAX_NAME, NAME
@@ -116,6 +116,8 @@ class PipelineConfig(Section):
     spark_conn_id: RequiredConnId = "spark_default"
     start_from: Annotated[str, choice(START_FROM)] = "earliest"  # where a partition never seen starts
     max_records_per_partition: MaxRecords = 100_000
+    # How long the Spark read waits for an unanswered broker before the batch fails as retriable.
+    kafka_timeout_seconds: KafkaTimeout = 30.0
     # The job reads the key's settings as metadata.key_* (derived below).
     key: KeySection = Field(default_factory=dict, validate_default=True, exclude=True)
     value: ValueConfig = Field(default_factory=dict, validate_default=True)

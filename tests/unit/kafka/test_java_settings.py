@@ -11,10 +11,10 @@ import yaml
 from eos_ingest import paths
 from eos_ingest.config.pipeline import load_pipeline
 from eos_ingest.connections.kafka import connection_settings_from_env
-from eos_ingest.errors import ConfigError
+from eos_ingest.errors import ConfigError, exit_code
 from eos_ingest.kafka.java_settings import jaas_quoted
 from eos_ingest.plan.ranges import PlannedRange
-from eos_ingest.spark.kafka_source import read_options, spark_kafka_options
+from eos_ingest.spark.kafka_source import read_options, spark_kafka_options, spark_kafka_timeout
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -174,3 +174,29 @@ def test_the_read_waits_briefly_at_the_end_of_the_log_unless_the_pipeline_says_o
     assert json.loads(options["endingOffsets"]) == {"t": {"0": 9}}
     own = read_options({"bootstrap.servers": "b:1", "fetch.wait.max.ms": "250"}, ranges)
     assert own["kafka.fetch.max.wait.ms"] == "250"
+
+
+def test_every_wait_of_the_read_is_bounded_by_the_pipeline_timeout_unless_kafka_says_otherwise() -> None:
+    # A broker that accepts and never answers held the read ~3 minutes (Java's 60 s API timeout
+    # after a 30 s request timeout, Spark's 120 s poll timeout), then a JVM traceback.
+    ranges = [PlannedRange("t", 0, 5, 9)]
+    options = read_options({"bootstrap.servers": "b:1"}, ranges, timeout_s=12)
+    assert options["kafka.request.timeout.ms"] == "12000"
+    assert options["kafka.default.api.timeout.ms"] == "12000"
+    assert options["kafkaConsumer.pollTimeoutMs"] == "12000"
+    own = read_options({"bootstrap.servers": "b:1", "request.timeout.ms": "5000"}, ranges, timeout_s=12)
+    assert own["kafka.request.timeout.ms"] == "5000"
+
+
+def test_a_kafka_timeout_in_sparks_error_is_retriable_and_one_line_and_nothing_else_is() -> None:
+    text = (
+        "An error occurred while calling o627.writeAndReturnCommitData.\n: org.apache.spark.SparkException: "
+        "Job aborted\nCaused by: org.apache.kafka.common.errors.TimeoutException: Timeout of 10000ms "
+        "expired before the position for partition t-0 could be determined\n\tat org.apache..."
+    )
+    error = spark_kafka_timeout(RuntimeError(text), "b:1", 7, 10)
+    assert error is not None and error.retriable and exit_code(error) == 75
+    line = str(error)
+    assert "\n" not in line and "b:1" in line and "batch 7" in line and "within 10 s" in line
+    assert "Timeout of 10000ms expired before the position for partition t-0 could be determined" in line
+    assert spark_kafka_timeout(RuntimeError("KafkaIllegalStateException: data lost"), "b:1", 7, 10) is None
