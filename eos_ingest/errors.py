@@ -119,6 +119,15 @@ class CatalogAccessError(EosIngestError):
     the access is fixed, a rerun writes the same ranges."""
 
 
+class DiskFullError(EosIngestError):
+    """A file system the batch writes to has no space left (storage/full_disks.py); the message
+    names the folder, its free space and what to do. Retriable (exit 75), as a commit whose write
+    failed may or may not have landed (PartialWriteError): the batch stays planned, and the run
+    after space is freed replaces its ranges again."""
+
+    retriable = True
+
+
 class MaintenanceBusyError(EosIngestError):
     """Maintenance and a batch met on a table: an attempt found the VACUUM lock held (it takes no
     fence and stages nothing), maintain found a batch in flight when its VACUUM was due (it skips

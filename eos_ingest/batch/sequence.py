@@ -17,10 +17,17 @@ from typing import TYPE_CHECKING
 from eos_ingest.batch.attempt import BatchAttempt
 from eos_ingest.batch.gate_step import GateStep, QualityGate
 from eos_ingest.batch.result import BatchResult
-from eos_ingest.errors import CatalogAccessError, EosIngestError, FencedError, SchemaEvolutionError
+from eos_ingest.errors import (
+    CatalogAccessError,
+    DiskFullError,
+    EosIngestError,
+    FencedError,
+    SchemaEvolutionError,
+)
 from eos_ingest.plan.data_loss import spark_data_loss
 from eos_ingest.redact import redact_text, secrets_of
 from eos_ingest.spark.kafka_source import spark_kafka_timeout
+from eos_ingest.storage.full_disks import disk_full_error, is_disk_full
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,6 +60,9 @@ def run_fenced(
     except FencedError:
         raise  # the batch belongs to a newer attempt: leave it alone
     except EosIngestError as exc:
+        if is_disk_full(exc) and not isinstance(exc, DiskFullError):
+            # A publish whose commit met a full disk (an unknown outcome, retriable): named as such.
+            raise disk_full_error(exc, batch_id, config.output_tables) or exc from exc
         # A schema change under `fail`, or a catalog that refuses the pipeline's access, waits for
         # a person's fix, then a rerun: the batch stays planned.
         if not (exc.retriable or isinstance(exc, SchemaEvolutionError | CatalogAccessError)):
@@ -65,6 +75,10 @@ def run_fenced(
         )
         if unanswered is not None:
             raise unanswered from exc
+        # A full disk while Spark staged the files: named, the batch stays planned for the rerun.
+        full = disk_full_error(exc, batch_id, config.output_tables)
+        if full is not None:
+            raise full from exc
         # Records deleted after the plan: a rerun would fail the same way, so fail the batch.
         lost = spark_data_loss(exc, config.name, batch_id, batch.ranges)
         if lost is None:

@@ -1,0 +1,107 @@
+"""A full disk under the table's folder mid-batch: the table's files are staged, then the file
+system fills before Delta's commit. The batch fails cleanly: one line naming the folder, its free
+space and what to do, exit 75 with the batch left planned, nothing committed (the staged files are
+in no Delta commit, so no reader sees them); once space is freed the next run commits it once.
+On main (31a5b8a) the line was PartialWriteError's "the table may hold it" and named no full disk.
+
+The folder is a size-limited tmpfs the test mounts, so it needs root; elsewhere it is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
+from eos_ingest.batch.sequence import run_fenced
+from eos_ingest.control.store import BatchStatus, ControlStore
+from eos_ingest.errors import EXIT_RETRIABLE, DiskFullError, EosIngestError, exit_code
+from eos_ingest.service.operations import open_store, plan_batch
+from tests.fixtures.pipelines import pending_scheduled_batch, table_count, verify_pipeline
+from tests.helpers.kafka import TxProducer
+from tests.helpers.rescan import assert_each_committed_record_once
+
+DISK_BYTES = 4 * 1024 * 1024
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs mounted for the test (root only)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a size-limited tmpfs needs root")
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(disk: Path) -> Path:
+    """Fills `disk` to its last byte; the filler's path, to free the space again."""
+    filler = disk / "filler"
+    with filler.open("wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def test_a_disk_that_fills_before_the_table_commit_fails_the_batch_cleanly(
+    spark, make_pipeline, topic, kafka_bootstrap, tmp_path, small_disk, monkeypatch
+) -> None:
+    config = make_pipeline(
+        [topic], f"sqlite:///{tmp_path / 'control.db'}", output={"path": str(small_disk / "events")}
+    )
+    producer = TxProducer(kafka_bootstrap)
+    producer.begin()
+    producer.send(topic, [{"id": i, "name": f"n{i}", "amount": 1.0} for i in range(300)])
+    producer.commit()
+    store = open_store(config)
+    batch, _ = plan_batch(config, store)
+    assert batch is not None
+
+    # The attempt pauses with its files staged; the disk fills; the attempt goes on to commit.
+    marker = tmp_path / "paused"
+    monkeypatch.setenv(PAUSE_BEFORE_TABLE_COMMIT_ENV, str(marker))
+    filled: list[Path] = []
+
+    def fill_when_paused() -> None:
+        deadline = time.monotonic() + 300
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        filled.append(_fill(small_disk))
+        marker.unlink()
+
+    filler = threading.Thread(target=fill_when_paused, daemon=True)
+    filler.start()
+    with pytest.raises(EosIngestError) as raised:
+        run_fenced(spark, config, store, batch)
+    filler.join(10)
+    line = str(raised.value)
+    print(f"full disk at the table's commit: exit {exit_code(raised.value)}: {line}")
+    assert exit_code(raised.value) == EXIT_RETRIABLE
+    assert isinstance(raised.value, DiskFullError)
+    assert "\n" not in line and str(small_disk / "events") in line and "bytes free now" in line
+    assert ControlStore(config.control_db_url).get_batch(batch.batch_id).status is BatchStatus.PLANNED
+    filled[0].unlink()
+    assert table_count(spark, config) == 0  # the staged files are in no commit
+
+    monkeypatch.delenv(PAUSE_BEFORE_TABLE_COMMIT_ENV)
+    again = pending_scheduled_batch(store, config.name)
+    assert again is not None and again.batch_id == batch.batch_id
+    run_fenced(spark, config, store, again)
+    assert table_count(spark, config) == 300
+    report = verify_pipeline(spark, config)
+    assert (report.duplicates, report.missing, report.unexpected) == (0, 0, 0), report
+    assert_each_committed_record_once(spark, config)
