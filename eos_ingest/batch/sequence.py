@@ -62,7 +62,7 @@ def run_fenced(
     except EosIngestError as exc:
         if is_disk_full(exc) and not isinstance(exc, DiskFullError):
             # A publish whose commit met a full disk (an unknown outcome, retriable): named as such.
-            raise disk_full_error(exc, batch_id, config.output_tables) or exc from exc
+            raise disk_full_error(exc, batch_id, _table_folders(config)) or exc from exc
         # A schema change under `fail`, or a catalog that refuses the pipeline's access, waits for
         # a person's fix, then a rerun: the batch stays planned.
         if not (exc.retriable or isinstance(exc, SchemaEvolutionError | CatalogAccessError)):
@@ -76,7 +76,7 @@ def run_fenced(
         if unanswered is not None:
             raise unanswered from exc
         # A full disk while Spark staged the files: named, the batch stays planned for the rerun.
-        full = disk_full_error(exc, batch_id, config.output_tables)
+        full = disk_full_error(exc, batch_id, _table_folders(config))
         if full is not None:
             raise full from exc
         # Records deleted after the plan: a rerun would fail the same way, so fail the batch.
@@ -104,6 +104,14 @@ def execute_batch(
     Raises FencedError at commit if a newer attempt took the fence meanwhile.
     """
     return BatchAttempt(spark, config, store, batch, fence, gate or QualityGate()).run()
+
+
+def _table_folders(config: PipelineConfig) -> tuple[str, ...]:
+    """Where the batch's files go: Delta's two table folders, or an Iceberg table's warehouse
+    (output_tables names Iceberg's tables, not folders)."""
+    if config.output.format == "iceberg":
+        return (str(config.output.path),)
+    return config.output_tables
 
 
 def _error_text(config: PipelineConfig, exc: Exception) -> str:
