@@ -12,6 +12,7 @@ EXIT_CODES = [
     (errors.ControlStoreUnavailableError, EXIT_RETRIABLE),
     (errors.WriteConflictError, EXIT_RETRIABLE),
     (errors.PartialWriteError, EXIT_RETRIABLE),
+    (errors.DiskFullError, EXIT_RETRIABLE),
     (errors.GxLockTimeoutError, EXIT_RETRIABLE),
     (errors.SchemaRegistryUnavailableError, EXIT_RETRIABLE),
     (errors.MaintenanceBusyError, EXIT_RETRIABLE),
