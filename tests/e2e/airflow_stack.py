@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,12 +33,13 @@ def our_processes(airflow_home: Path) -> list[int]:
 
 @contextmanager
 def running_airflow(
-    root: Path, pipelines: Path, env_extra: dict[str, str]
+    root: Path, pipelines: Path, env_extra: dict[str, str], meanwhile: Callable[[], object] = lambda: None
 ) -> Iterator[tuple[AirflowApi, Path]]:
     """Airflow with its state under `root`, its DAGs from `pipelines`; yields (api, AIRFLOW_HOME).
 
     `env_extra` carries the connections (AIRFLOW_CONN_*) and anything else the DAGs should see;
-    no AIRFLOW_* of the calling environment leaks in.
+    no AIRFLOW_* of the calling environment leaks in. `meanwhile` runs while Airflow starts (its
+    start waits mostly on its components' imports and the health check's polls).
     """
     state = root / "state"
     state.mkdir()
@@ -61,8 +62,14 @@ def running_airflow(
         **env_extra,
     )
     try:
-        up = subprocess.run([str(AIRFLOW_SH), "up"], env=env, text=True, capture_output=True, timeout=420)
-        assert up.returncode == 0, f"airflow.sh up failed:\n{up.stdout}\n{up.stderr}"
+        up = subprocess.Popen(
+            [str(AIRFLOW_SH), "up"], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        try:
+            meanwhile()
+        finally:
+            out, err = up.communicate(timeout=420)
+        assert up.returncode == 0, f"airflow.sh up failed:\n{out}\n{err}"
         yield AirflowApi(f"http://127.0.0.1:{port}", "admin", password), airflow_home
     finally:
         down = subprocess.run([str(AIRFLOW_SH), "down"], env=env, text=True, capture_output=True, timeout=180)

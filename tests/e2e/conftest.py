@@ -20,15 +20,22 @@ The pipelines' YAML names no broker (its default points where nothing listens); 
 session test broker) is only in the Airflow connection kafka_default, with a canary password: so
 every step provably uses the connection, and the canary must never show in a log or a rendered
 template.
+
+What the tests would only wait for starts with the stack: the Spark cluster of test_spark_cluster.py
+(when those tests are in the session) while Airflow starts, and the ingest runs of ``tls`` and
+``leaks`` (each the only run of its test) as soon as their DAGs are parsed (Stack.early_runs):
+they go beside the REST test's runs, and their tests check them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -57,6 +64,7 @@ class Stack:
     ui_topic: str
     root: Path  # everything the stack wrote: Airflow's home, task logs, GX results, tables, DBs
     tls: dict[str, str] | None  # pipeline tls: its kafka_tls connection's settings (None: no listener)
+    early_runs: dict[str, str]  # DAG id -> the run triggered at the stack's start
 
 
 def rows(start: int, count: int) -> list[dict]:
@@ -105,6 +113,22 @@ def _sasl_ssl(request: pytest.FixtureRequest) -> SaslSslListener | None:
         return None
 
 
+def _start_early_runs(api: AirflowApi, dag_ids: list[str]) -> dict[str, str]:
+    """Trigger each DAG's run once it is parsed; their tests wait for them, a module later."""
+    for dag_id in dag_ids:
+        api.wait_for_dag(dag_id)
+    return {dag_id: api.run(dag_id) for dag_id in dag_ids}
+
+
+def _spark_cluster_if_used(request: pytest.FixtureRequest) -> None:
+    """The session's Spark cluster, started now when test_spark_cluster.py runs in this session
+    (a start of its master and worker JVMs that would otherwise come after the stack's). A cluster
+    that does not start fails the cluster tests (pytest keeps the fixture's error), not the stack."""
+    if any(item.path.name == "test_spark_cluster.py" for item in request.session.items):
+        with contextlib.suppress(pytest.fail.Exception):
+            request.getfixturevalue("spark_cluster")
+
+
 # Package scope: stopped after the last e2e test, not left running through the rest of the suite.
 @pytest.fixture(scope="package")
 def stack(
@@ -147,6 +171,10 @@ def stack(
         "EOS_KAFKA_BOOTSTRAP": "127.0.0.1:9",
         "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "kafka", "extra": conn}),
         "EOS_TEST_CANARY": LEAKS_CANARY,
+        # A task's calls to the api-server's execution API time out after 5 s by default; at load 80
+        # on 2 cores (six suites at once) a plan task's start timed out, failed its first try and
+        # was retried 30 s later. Airflow's advice for high load: a longer timeout.
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
     }
     listener = _sasl_ssl(request)
     tls = None
@@ -161,7 +189,10 @@ def stack(
         config = load_pipeline(pipelines / f"{name}.yaml")
         return config.model_copy(update={"kafka": {**config.kafka, "bootstrap.servers": kafka_bootstrap}})
 
-    with running_airflow(root, pipelines, env) as (api, airflow_home):
+    meanwhile = partial(_spark_cluster_if_used, request)
+    with running_airflow(root, pipelines, env, meanwhile) as (api, airflow_home):
+        early = _start_early_runs(api, ["eos_ingest__leaks"] + (["eos_ingest__tls"] if tls else []))
         yield Stack(
-            api, as_airflow_sees_it("e2e"), topic, airflow_home, as_airflow_sees_it("ui"), ui_topic, root, tls
-        )
+            api, as_airflow_sees_it("e2e"), topic, airflow_home, as_airflow_sees_it("ui"), ui_topic, root, tls,
+            early,
+        )  # fmt: skip

@@ -8,10 +8,11 @@ under the stack's folder (every pipeline's task logs, the GX results and Data Do
 DBs, Airflow's own files), the task logs and rendered fields through the REST API, the XComs, the
 DAG import errors, and the Ingestion page and its JSON.
 
-While the run goes, `typo.yaml` appears beside them (issue 31 item 4): its control_db_url is the
-common `postgres://` typo, whose password, written in the file, holds `/`, `+`, `=`, `%2F`, a space,
-both quotes and a backslash. The dag-processor's next parse (within the run's minutes) reports it
-among the DAG import errors, and its page shows the error: neither may show that password.
+The run starts with the stack (Stack.early_runs). Then `typo.yaml` appears beside them (issue 31
+item 4): its control_db_url is the common `postgres://` typo, whose password, written in the file,
+holds `/`, `+`, `=`, `%2F`, a space, both quotes and a backslash. The dag-processor's next parse
+(every 15 s) reports it among the DAG import errors, and its page shows the error: neither may show
+that password.
 
 tests/e2e/test_airflow_e2e.py checks a canary of the Airflow connection the same way.
 """
@@ -29,7 +30,7 @@ import pytest
 import yaml
 from markupsafe import escape
 
-from tests.e2e.airflow_api import AirflowApi
+from tests.e2e.airflow_api import POLL_S, AirflowApi
 from tests.e2e.conftest import LEAKS_CANARY as CANARY
 from tests.e2e.conftest import RUN_TIMEOUT_S, Stack
 
@@ -62,7 +63,7 @@ def wait_for_import_error(api: AirflowApi, file: str, timeout_s: float = 120) ->
         errors = json.dumps(api.get("/importErrors"))
         if file in errors or time.monotonic() > deadline:
             return errors
-        time.sleep(3)
+        time.sleep(POLL_S)
 
 
 def test_a_dag_run_and_the_ui_show_no_secret_from_the_pipeline_file(stack: Stack) -> None:
@@ -81,7 +82,7 @@ def test_a_dag_run_and_the_ui_show_no_secret_from_the_pipeline_file(stack: Stack
 
 def check_the_run_and_the_ui(stack: Stack, typo: Path) -> None:
     api = stack.api
-    run_id = api.run(DAG)
+    run_id = stack.early_runs[DAG]
     state = api.wait_for_run(DAG, run_id, RUN_TIMEOUT_S)
     tis = api.task_instances(DAG, run_id)
     assert state == "success", {t: ti["state"] for t, ti in tis.items()}
