@@ -23,8 +23,8 @@ template.
 
 What the tests would only wait for starts with the stack: the Spark cluster of test_spark_cluster.py
 (when those tests are in the session) while Airflow starts, and the ingest runs of ``tls`` and
-``leaks`` (each the only run of its test) as soon as their DAGs are parsed (Stack.early_runs):
-they go beside the REST test's runs, and their tests check them.
+``leaks`` (each the only run of its test, when that test is in the session) as soon as their DAGs
+are parsed (Stack.early_runs): they go beside the REST test's runs, and their tests check them.
 """
 
 from __future__ import annotations
@@ -120,11 +120,15 @@ def _start_early_runs(api: AirflowApi, dag_ids: list[str]) -> dict[str, str]:
     return {dag_id: api.run(dag_id) for dag_id in dag_ids}
 
 
+def _in_session(request: pytest.FixtureRequest, file_name: str) -> bool:
+    return any(item.path.name == file_name for item in request.session.items)
+
+
 def _spark_cluster_if_used(request: pytest.FixtureRequest) -> None:
     """The session's Spark cluster, started now when test_spark_cluster.py runs in this session
     (a start of its master and worker JVMs that would otherwise come after the stack's). A cluster
     that does not start fails the cluster tests (pytest keeps the fixture's error), not the stack."""
-    if any(item.path.name == "test_spark_cluster.py" for item in request.session.items):
+    if _in_session(request, "test_spark_cluster.py"):
         with contextlib.suppress(pytest.fail.Exception):
             request.getfixturevalue("spark_cluster")
 
@@ -191,7 +195,11 @@ def stack(
 
     meanwhile = partial(_spark_cluster_if_used, request)
     with running_airflow(root, pipelines, env, meanwhile) as (api, airflow_home):
-        early = _start_early_runs(api, ["eos_ingest__leaks"] + (["eos_ingest__tls"] if tls else []))
+        early = _start_early_runs(
+            api,
+            (["eos_ingest__leaks"] if _in_session(request, "test_no_secret_leaks_e2e.py") else [])
+            + (["eos_ingest__tls"] if tls and _in_session(request, "test_sasl_ssl_e2e.py") else []),
+        )
         yield Stack(
             api, as_airflow_sees_it("e2e"), topic, airflow_home, as_airflow_sees_it("ui"), ui_topic, root, tls,
             early,
