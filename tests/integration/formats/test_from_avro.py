@@ -11,6 +11,7 @@ door's exit). Real Spark, the session's spark-avro jar.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from typing import Any
 
@@ -79,6 +80,9 @@ def test_copies_of_the_decode_column_replaced_from_four_threads_at_once_all_succ
     assert frame.collect()[0]["d"].asDict() == {"id": 5, "amount": -1.0}
 
 
+# The exit's check is about Spark, not this project: 50 s of the session's JVM and py4j in `make test`
+# (2026-12-06), so only EOS_LONG_TESTS=1 runs it. The door's own test above stays in `make test`.
+@pytest.mark.skipif(os.environ.get("EOS_LONG_TESTS") != "1", reason="a long variant: EOS_LONG_TESTS=1")
 def test_pysparks_own_from_avro_still_races(spark) -> None:
     """The precondition of formats/from_avro.py, and its exit: pyspark's from_avro, its options a
     create_map, fails copies planned from several threads at once with DUPLICATED_MAP_KEY. When
