@@ -120,8 +120,9 @@ class CatalogAccessError(EosIngestError):
 
 
 class DiskFullError(EosIngestError):
-    """A file system the batch writes to has no space left (storage/full_disks.py); the message
-    names the folder, its free space and what to do. Retriable (exit 75), as a commit whose write
+    """A file system the batch writes to has no space left (storage/full_disks.py for the table's
+    folder, control/sqlite_full.py for the control DB's file); the message names the folder or file,
+    its free space and what to do. Retriable (exit 75), as a commit whose write
     failed may or may not have landed (PartialWriteError): the batch stays planned, and the run
     after space is freed replaces its ranges again."""
 

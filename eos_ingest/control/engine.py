@@ -12,6 +12,7 @@ from sqlalchemy import Connection, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError
 
+from eos_ingest.control.sqlite_full import sqlite_full_error
 from eos_ingest.errors import ConfigError, ControlStoreUnavailableError
 from eos_ingest.extras import needs_extra
 
@@ -43,9 +44,12 @@ class TransactionRunner:
         self.backend = parsed.get_backend_name()
         self._attempts = max(1, attempts)
         self._backoff_s = backoff_s
+        # The SQLite file, which a full disk error names (None for PostgreSQL or :memory:).
+        self.sqlite_file: Path | None = None
         if self.backend == "sqlite":
             if parsed.database and parsed.database != ":memory:":
-                Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                self.sqlite_file = Path(parsed.database).expanduser().absolute()
+                self.sqlite_file.parent.mkdir(parents=True, exist_ok=True)
             self.engine = create_engine(parsed)
             event.listen(self.engine, "connect", _sqlite_on_connect)
             event.listen(self.engine, "begin", _sqlite_on_begin)
@@ -89,6 +93,9 @@ class TransactionRunner:
                     result = fn(conn)
                 except _UNAVAILABLE as exc:
                     _rollback_quietly(conn)
+                    full = sqlite_full_error(exc, self.sqlite_file)
+                    if full is not None:
+                        raise full from exc
                     if exc.connection_invalidated:
                         last = exc
                         continue
@@ -105,6 +112,10 @@ class TransactionRunner:
                 try:
                     tx.commit()
                 except _UNAVAILABLE as exc:
+                    # SQLite's full disk at COMMIT is an answer, not a lost connection: rolled back.
+                    full = sqlite_full_error(exc, self.sqlite_file)
+                    if full is not None:
+                        raise full from exc
                     raise ControlStoreUnavailableError(
                         f"control store {self.safe_url}: the connection failed during COMMIT, so it is "
                         f"unknown whether the transaction was applied; re-read the state ({_first_line(exc)})"

@@ -10,11 +10,10 @@ the batch stays planned: the next attempt replaces its ranges again. No Spark im
 from __future__ import annotations
 
 import errno
-import os
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+from eos_ingest.disk_space import describe, free_bytes
 from eos_ingest.errors import DiskFullError
 
 _MARKERS = ("No space left on device", "Disk quota exceeded")
@@ -28,40 +27,17 @@ def is_disk_full(exc: BaseException) -> bool:
     return any(marker in text for marker in _MARKERS)
 
 
-def _free_bytes(folder: Path) -> int | None:
-    # The folder may not exist yet (a first write): its nearest existing parent is on the same disk.
-    for candidate in (folder, *folder.parents):
-        if candidate.exists():
-            return shutil.disk_usage(candidate).free
-    return None
-
-
 def disk_full_error(exc: BaseException, batch_id: int, folders: Iterable[str]) -> DiskFullError | None:
     """DiskFullError naming the fullest of the local `folders` the batch writes, None unless `exc`
     is a full disk. Object-store paths (s3a://...) are skipped: they do not fill."""
     if not is_disk_full(exc):
         return None
     local = [Path(f) for f in folders if "://" not in f]
-    free = {folder: _free_bytes(folder) for folder in local}
+    free = {folder: free_bytes(folder) for folder in local}
     known = {folder: size for folder, size in free.items() if size is not None}
-    if known:
-        folder = min(known, key=lambda f: known[f])
-        where = f"the file system of {folder} ({known[folder]:,} bytes free now, on {_mount_of(folder)})"
-    else:
-        where = "a file system the batch writes to"
+    where = describe(min(known, key=lambda f: known[f])) if known else "a file system the batch writes to"
     return DiskFullError(
         f"batch {batch_id}: no space left on {where}; the batch stays planned and its next attempt "
         "replaces its ranges again: free space there (or give the pipeline's output another disk), "
         "then run it again"
     )
-
-
-def _mount_of(folder: Path) -> str:
-    """The mount point the folder lives on, for the line an operator acts on."""
-    path = folder
-    while not path.exists():
-        path = path.parent
-    path = path.resolve()
-    while not os.path.ismount(path):
-        path = path.parent
-    return str(path)

@@ -3,6 +3,10 @@ system fills before Delta's commit. The batch fails cleanly: one line naming the
 space and what to do, exit 75 with the batch left planned, nothing committed (the staged files are
 in no Delta commit, so no reader sees them); once space is freed the next run commits it once.
 On main (31a5b8a) the line was PartialWriteError's "the table may hold it" and named no full disk.
+The control DB's SQLite file on the small disk, filling after the table's commit and before the
+offsets' one: the same line for its file, exit 75, the offsets unmoved, the batch planned, and the
+rerun leaves each record once. On main (c32b458) that was ControlStoreUnavailableError's "the
+connection failed during COMMIT, so it is unknown whether the transaction was applied".
 
 The folder is a size-limited tmpfs the test mounts, so it needs root; elsewhere it is skipped.
 """
@@ -18,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
+from eos_ingest.batch.attempt import PAUSE_BEFORE_COMMIT_ENV, PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.batch.sequence import run_fenced
 from eos_ingest.control.store import BatchStatus, ControlStore
 from eos_ingest.errors import EXIT_RETRIABLE, DiskFullError, EosIngestError, exit_code
@@ -101,6 +105,59 @@ def test_a_disk_that_fills_before_the_table_commit_fails_the_batch_cleanly(
     again = pending_scheduled_batch(store, config.name)
     assert again is not None and again.batch_id == batch.batch_id
     run_fenced(spark, config, store, again)
+    assert table_count(spark, config) == 300
+    report = verify_pipeline(spark, config)
+    assert (report.duplicates, report.missing, report.unexpected) == (0, 0, 0), report
+    assert_each_committed_record_once(spark, config)
+
+
+def test_a_control_db_disk_that_fills_before_the_offsets_commit_fails_the_batch_cleanly(
+    spark, make_pipeline, topic, kafka_bootstrap, tmp_path, small_disk, monkeypatch
+) -> None:
+    """The control DB (SQLite, the default) on the small disk: the table's commit lands, then the
+    disk fills before the offsets' transaction. The batch stays planned; the rerun replaces the
+    same ranges, so the table still holds each record once."""
+    control_db = small_disk / "control.db"
+    config = make_pipeline([topic], f"sqlite:///{control_db}", output={"path": str(tmp_path / "events")})
+    producer = TxProducer(kafka_bootstrap)
+    producer.begin()
+    producer.send(topic, [{"id": i, "name": f"n{i}", "amount": 1.0} for i in range(300)])
+    producer.commit()
+    store = open_store(config)
+    batch, _ = plan_batch(config, store)
+    assert batch is not None
+    offsets_before = store.committed_offsets(config.name)
+
+    marker = tmp_path / "paused"
+    monkeypatch.setenv(PAUSE_BEFORE_COMMIT_ENV, str(marker))
+    filled: list[Path] = []
+
+    def fill_when_paused() -> None:
+        deadline = time.monotonic() + 300
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        filled.append(_fill(small_disk))
+        marker.unlink()
+
+    filler = threading.Thread(target=fill_when_paused, daemon=True)
+    filler.start()
+    with pytest.raises(EosIngestError) as raised:
+        run_fenced(spark, config, store, batch)
+    filler.join(10)
+    line = str(raised.value)
+    print(f"full disk at the offsets' commit: exit {exit_code(raised.value)}: {line}")
+    assert exit_code(raised.value) == EXIT_RETRIABLE
+    assert isinstance(raised.value, DiskFullError)
+    assert "\n" not in line and str(control_db) in line and "bytes free now" in line
+    filled[0].unlink()
+    assert ControlStore(config.control_db_url).get_batch(batch.batch_id).status is BatchStatus.PLANNED
+    assert ControlStore(config.control_db_url).committed_offsets(config.name) == offsets_before
+
+    monkeypatch.delenv(PAUSE_BEFORE_COMMIT_ENV)
+    again = pending_scheduled_batch(store, config.name)
+    assert again is not None and again.batch_id == batch.batch_id
+    run_fenced(spark, config, store, again)
+    assert ControlStore(config.control_db_url).get_batch(batch.batch_id).status is BatchStatus.COMMITTED
     assert table_count(spark, config) == 300
     report = verify_pipeline(spark, config)
     assert (report.duplicates, report.missing, report.unexpected) == (0, 0, 0), report
