@@ -14,6 +14,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
+from eos_ingest import paths
 from eos_ingest.batch.attempt import BatchAttempt
 from eos_ingest.batch.gate_step import GateStep, QualityGate
 from eos_ingest.batch.result import BatchResult
@@ -62,7 +63,7 @@ def run_fenced(
     except EosIngestError as exc:
         if is_disk_full(exc) and not isinstance(exc, DiskFullError):
             # A publish whose commit met a full disk (an unknown outcome, retriable): named as such.
-            raise disk_full_error(exc, batch_id, _table_folders(config)) or exc from exc
+            raise disk_full_error(exc, batch_id, _written_folders(config)) or exc from exc
         # A schema change under `fail`, or a catalog that refuses the pipeline's access, waits for
         # a person's fix, then a rerun: the batch stays planned.
         if not (exc.retriable or isinstance(exc, SchemaEvolutionError | CatalogAccessError)):
@@ -75,8 +76,9 @@ def run_fenced(
         )
         if unanswered is not None:
             raise unanswered from exc
-        # A full disk while Spark staged the files: named, the batch stays planned for the rerun.
-        full = disk_full_error(exc, batch_id, _table_folders(config))
+        # A full disk while Spark staged the files or the gate wrote its results: named, the batch
+        # stays planned for the rerun.
+        full = disk_full_error(exc, batch_id, _written_folders(config))
         if full is not None:
             raise full from exc
         # Records deleted after the plan: a rerun would fail the same way, so fail the batch.
@@ -106,12 +108,12 @@ def execute_batch(
     return BatchAttempt(spark, config, store, batch, fence, gate or QualityGate()).run()
 
 
-def _table_folders(config: PipelineConfig) -> tuple[str, ...]:
-    """Where the batch's files go: Delta's two table folders, or an Iceberg table's warehouse
-    (output_tables names Iceberg's tables, not folders)."""
-    if config.output.format == "iceberg":
-        return (str(config.output.path),)
-    return config.output_tables
+def _written_folders(config: PipelineConfig) -> tuple[str, ...]:
+    """Where the batch writes files: Delta's two table folders, or an Iceberg table's warehouse
+    (output_tables names Iceberg's tables, not folders), and the state folder, where the gate's
+    GX context writes its results and Data Docs. A full disk names the fullest of them."""
+    tables = (str(config.output.path),) if config.output.format == "iceberg" else config.output_tables
+    return (*tables, str(paths.state_dir()))
 
 
 def _error_text(config: PipelineConfig, exc: Exception) -> str:

@@ -38,6 +38,6 @@ def disk_full_error(exc: BaseException, batch_id: int, folders: Iterable[str]) -
     where = describe(min(known, key=lambda f: known[f])) if known else "a file system the batch writes to"
     return DiskFullError(
         f"batch {batch_id}: no space left on {where}; the batch stays planned and its next attempt "
-        "replaces its ranges again: free space there (or give the pipeline's output another disk), "
+        "replaces its ranges again: free space there (or give that folder another disk), "
         "then run it again"
     )

@@ -7,6 +7,8 @@ The control DB's SQLite file on the small disk, filling after the table's commit
 offsets' one: the same line for its file, exit 75, the offsets unmoved, the batch planned, and the
 rerun leaves each record once. On main (c32b458) that was ControlStoreUnavailableError's "the
 connection failed during COMMIT, so it is unknown whether the transaction was applied".
+The state folder (EOS_STATE_DIR) full while the gate writes its GX results: the line names the
+state folder; on main (c32b458) it named the table's folder, which had space.
 
 The folder is a size-limited tmpfs the test mounts, so it needs root; elsewhere it is skipped.
 """
@@ -35,13 +37,14 @@ DISK_BYTES = 4 * 1024 * 1024
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs mounted for the test (root only)."""
+def small_disk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs mounted for the test (root only); another size by indirect parametrization."""
     if os.geteuid() != 0:
         pytest.skip("mounting a size-limited tmpfs needs root")
+    size = getattr(request, "param", DISK_BYTES)
     mount = tmp_path / "small-disk"
     mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(mount)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], check=True)
     try:
         yield mount
     finally:
@@ -158,6 +161,47 @@ def test_a_control_db_disk_that_fills_before_the_offsets_commit_fails_the_batch_
     assert again is not None and again.batch_id == batch.batch_id
     run_fenced(spark, config, store, again)
     assert ControlStore(config.control_db_url).get_batch(batch.batch_id).status is BatchStatus.COMMITTED
+    assert table_count(spark, config) == 300
+    report = verify_pipeline(spark, config)
+    assert (report.duplicates, report.missing, report.unexpected) == (0, 0, 0), report
+    assert_each_committed_record_once(spark, config)
+
+
+# The gate's GX context takes about 5 MB of the state folder on a batch's first run (Data Docs'
+# assets, the suite, the results): the disk must hold that once space is freed.
+@pytest.mark.parametrize("small_disk", [32 * 1024 * 1024], indirect=True)
+def test_a_full_state_folder_fails_the_batch_cleanly_and_is_named(
+    spark, make_pipeline, topic, kafka_bootstrap, tmp_path, small_disk, monkeypatch
+) -> None:
+    """The state folder (EOS_STATE_DIR: the gate's GX context and Data Docs) on the small disk,
+    full before the batch runs; the table and the control DB elsewhere. The line names the state
+    folder, not the table's; once space is freed the rerun commits once."""
+    state = small_disk / "state"
+    monkeypatch.setenv("EOS_STATE_DIR", str(state))
+    config = make_pipeline(
+        [topic], f"sqlite:///{tmp_path / 'control.db'}", output={"path": str(tmp_path / "events")}
+    )
+    producer = TxProducer(kafka_bootstrap)
+    producer.begin()
+    producer.send(topic, [{"id": i, "name": f"n{i}", "amount": 1.0} for i in range(300)])
+    producer.commit()
+    store = open_store(config)
+    batch, _ = plan_batch(config, store)
+    assert batch is not None
+
+    filler = _fill(small_disk)
+    with pytest.raises(EosIngestError) as raised:
+        run_fenced(spark, config, store, batch)
+    line = str(raised.value)
+    print(f"full state folder: exit {exit_code(raised.value)}: {line}")
+    assert exit_code(raised.value) == EXIT_RETRIABLE
+    assert isinstance(raised.value, DiskFullError)
+    assert "\n" not in line and str(state) in line and "bytes free now" in line
+    assert ControlStore(config.control_db_url).get_batch(batch.batch_id).status is BatchStatus.PLANNED
+    filler.unlink()
+    assert table_count(spark, config) == 0
+
+    run_fenced(spark, config, store, batch)
     assert table_count(spark, config) == 300
     report = verify_pipeline(spark, config)
     assert (report.duplicates, report.missing, report.unexpected) == (0, 0, 0), report
