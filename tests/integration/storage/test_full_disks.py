@@ -20,12 +20,15 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from eos_ingest.batch.attempt import PAUSE_BEFORE_COMMIT_ENV, PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.batch.sequence import run_fenced
+from eos_ingest.config.model import PipelineConfig
+from eos_ingest.control.batches import Batch
 from eos_ingest.control.store import BatchStatus, ControlStore
 from eos_ingest.errors import EXIT_RETRIABLE, DiskFullError, EosIngestError, exit_code
 from eos_ingest.service.operations import open_store, plan_batch
@@ -64,12 +67,8 @@ def _fill(disk: Path) -> Path:
     return filler
 
 
-def test_a_disk_that_fills_before_the_table_commit_fails_the_batch_cleanly(
-    spark, make_pipeline, topic, kafka_bootstrap, tmp_path, small_disk, monkeypatch
-) -> None:
-    config = make_pipeline(
-        [topic], f"sqlite:///{tmp_path / 'control.db'}", output={"path": str(small_disk / "events")}
-    )
+def _planned_batch(config: PipelineConfig, kafka_bootstrap: str, topic: str) -> tuple[ControlStore, Batch]:
+    """300 records in one committed transaction, and the batch planned over them."""
     producer = TxProducer(kafka_bootstrap)
     producer.begin()
     producer.send(topic, [{"id": i, "name": f"n{i}", "amount": 1.0} for i in range(300)])
@@ -77,24 +76,43 @@ def test_a_disk_that_fills_before_the_table_commit_fails_the_batch_cleanly(
     store = open_store(config)
     batch, _ = plan_batch(config, store)
     assert batch is not None
+    return store, batch
 
-    # The attempt pauses with its files staged; the disk fills; the attempt goes on to commit.
-    marker = tmp_path / "paused"
-    monkeypatch.setenv(PAUSE_BEFORE_TABLE_COMMIT_ENV, str(marker))
+
+@contextmanager
+def _disk_filled_when(marker: Path, disk: Path) -> Iterator[list[Path]]:
+    """Fills `disk` once the attempt pauses at its fault point (`marker` appears), then lets it go
+    on; yields the list that gets the filler's path, to free the space again."""
     filled: list[Path] = []
 
     def fill_when_paused() -> None:
         deadline = time.monotonic() + 300
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
-        filled.append(_fill(small_disk))
+        filled.append(_fill(disk))
         marker.unlink()
 
     filler = threading.Thread(target=fill_when_paused, daemon=True)
     filler.start()
-    with pytest.raises(EosIngestError) as raised:
+    try:
+        yield filled
+    finally:
+        filler.join(10)
+
+
+def test_a_disk_that_fills_before_the_table_commit_fails_the_batch_cleanly(
+    spark, make_pipeline, topic, kafka_bootstrap, tmp_path, small_disk, monkeypatch
+) -> None:
+    config = make_pipeline(
+        [topic], f"sqlite:///{tmp_path / 'control.db'}", output={"path": str(small_disk / "events")}
+    )
+    store, batch = _planned_batch(config, kafka_bootstrap, topic)
+
+    # The attempt pauses with its files staged; the disk fills; the attempt goes on to commit.
+    marker = tmp_path / "paused"
+    monkeypatch.setenv(PAUSE_BEFORE_TABLE_COMMIT_ENV, str(marker))
+    with _disk_filled_when(marker, small_disk) as filled, pytest.raises(EosIngestError) as raised:
         run_fenced(spark, config, store, batch)
-    filler.join(10)
     line = str(raised.value)
     print(f"full disk at the table's commit: exit {exit_code(raised.value)}: {line}")
     assert exit_code(raised.value) == EXIT_RETRIABLE
@@ -122,31 +140,13 @@ def test_a_control_db_disk_that_fills_before_the_offsets_commit_fails_the_batch_
     same ranges, so the table still holds each record once."""
     control_db = small_disk / "control.db"
     config = make_pipeline([topic], f"sqlite:///{control_db}", output={"path": str(tmp_path / "events")})
-    producer = TxProducer(kafka_bootstrap)
-    producer.begin()
-    producer.send(topic, [{"id": i, "name": f"n{i}", "amount": 1.0} for i in range(300)])
-    producer.commit()
-    store = open_store(config)
-    batch, _ = plan_batch(config, store)
-    assert batch is not None
+    store, batch = _planned_batch(config, kafka_bootstrap, topic)
     offsets_before = store.committed_offsets(config.name)
 
     marker = tmp_path / "paused"
     monkeypatch.setenv(PAUSE_BEFORE_COMMIT_ENV, str(marker))
-    filled: list[Path] = []
-
-    def fill_when_paused() -> None:
-        deadline = time.monotonic() + 300
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        filled.append(_fill(small_disk))
-        marker.unlink()
-
-    filler = threading.Thread(target=fill_when_paused, daemon=True)
-    filler.start()
-    with pytest.raises(EosIngestError) as raised:
+    with _disk_filled_when(marker, small_disk) as filled, pytest.raises(EosIngestError) as raised:
         run_fenced(spark, config, store, batch)
-    filler.join(10)
     line = str(raised.value)
     print(f"full disk at the offsets' commit: exit {exit_code(raised.value)}: {line}")
     assert exit_code(raised.value) == EXIT_RETRIABLE
@@ -181,13 +181,7 @@ def test_a_full_state_folder_fails_the_batch_cleanly_and_is_named(
     config = make_pipeline(
         [topic], f"sqlite:///{tmp_path / 'control.db'}", output={"path": str(tmp_path / "events")}
     )
-    producer = TxProducer(kafka_bootstrap)
-    producer.begin()
-    producer.send(topic, [{"id": i, "name": f"n{i}", "amount": 1.0} for i in range(300)])
-    producer.commit()
-    store = open_store(config)
-    batch, _ = plan_batch(config, store)
-    assert batch is not None
+    store, batch = _planned_batch(config, kafka_bootstrap, topic)
 
     filler = _fill(small_disk)
     with pytest.raises(EosIngestError) as raised:
