@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -35,6 +36,9 @@ from eos_ingest.service.operations import open_store, plan_batch
 from tests.fixtures.pipelines import pending_scheduled_batch, table_count, verify_pipeline
 from tests.helpers.kafka import TxProducer
 from tests.helpers.rescan import assert_each_committed_record_once
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DISK_BYTES = 4 * 1024 * 1024
 
@@ -100,6 +104,22 @@ def _disk_filled_when(marker: Path, disk: Path) -> Iterator[list[Path]]:
         filler.join(10)
 
 
+def _assert_named_and_retriable(error: BaseException, where: Path, what: str) -> None:
+    """The batch's error: DiskFullError, exit 75, one line naming `where` and its free bytes."""
+    line = str(error)
+    print(f"{what}: exit {exit_code(error)}: {line}")
+    assert exit_code(error) == EXIT_RETRIABLE
+    assert isinstance(error, DiskFullError)
+    assert "\n" not in line and str(where) in line and "bytes free now" in line
+
+
+def _rerun(spark: SparkSession, config: PipelineConfig, store: ControlStore, batch: Batch) -> None:
+    """The next attempt, after space was freed: the same planned batch, run to its commit."""
+    again = pending_scheduled_batch(store, config.name)
+    assert again is not None and again.batch_id == batch.batch_id
+    run_fenced(spark, config, store, again)
+
+
 def test_a_disk_that_fills_before_the_table_commit_fails_the_batch_cleanly(
     spark, make_pipeline, topic, kafka_bootstrap, tmp_path, small_disk, monkeypatch
 ) -> None:
@@ -113,19 +133,13 @@ def test_a_disk_that_fills_before_the_table_commit_fails_the_batch_cleanly(
     monkeypatch.setenv(PAUSE_BEFORE_TABLE_COMMIT_ENV, str(marker))
     with _disk_filled_when(marker, small_disk) as filled, pytest.raises(EosIngestError) as raised:
         run_fenced(spark, config, store, batch)
-    line = str(raised.value)
-    print(f"full disk at the table's commit: exit {exit_code(raised.value)}: {line}")
-    assert exit_code(raised.value) == EXIT_RETRIABLE
-    assert isinstance(raised.value, DiskFullError)
-    assert "\n" not in line and str(small_disk / "events") in line and "bytes free now" in line
+    _assert_named_and_retriable(raised.value, small_disk / "events", "full disk at the table's commit")
     assert ControlStore(config.control_db_url).get_batch(batch.batch_id).status is BatchStatus.PLANNED
     filled[0].unlink()
     assert table_count(spark, config) == 0  # the staged files are in no commit
 
     monkeypatch.delenv(PAUSE_BEFORE_TABLE_COMMIT_ENV)
-    again = pending_scheduled_batch(store, config.name)
-    assert again is not None and again.batch_id == batch.batch_id
-    run_fenced(spark, config, store, again)
+    _rerun(spark, config, store, batch)
     assert table_count(spark, config) == 300
     report = verify_pipeline(spark, config)
     assert (report.duplicates, report.missing, report.unexpected) == (0, 0, 0), report
@@ -147,19 +161,13 @@ def test_a_control_db_disk_that_fills_before_the_offsets_commit_fails_the_batch_
     monkeypatch.setenv(PAUSE_BEFORE_COMMIT_ENV, str(marker))
     with _disk_filled_when(marker, small_disk) as filled, pytest.raises(EosIngestError) as raised:
         run_fenced(spark, config, store, batch)
-    line = str(raised.value)
-    print(f"full disk at the offsets' commit: exit {exit_code(raised.value)}: {line}")
-    assert exit_code(raised.value) == EXIT_RETRIABLE
-    assert isinstance(raised.value, DiskFullError)
-    assert "\n" not in line and str(control_db) in line and "bytes free now" in line
+    _assert_named_and_retriable(raised.value, control_db, "full disk at the offsets' commit")
     filled[0].unlink()
     assert ControlStore(config.control_db_url).get_batch(batch.batch_id).status is BatchStatus.PLANNED
     assert ControlStore(config.control_db_url).committed_offsets(config.name) == offsets_before
 
     monkeypatch.delenv(PAUSE_BEFORE_COMMIT_ENV)
-    again = pending_scheduled_batch(store, config.name)
-    assert again is not None and again.batch_id == batch.batch_id
-    run_fenced(spark, config, store, again)
+    _rerun(spark, config, store, batch)
     assert ControlStore(config.control_db_url).get_batch(batch.batch_id).status is BatchStatus.COMMITTED
     assert table_count(spark, config) == 300
     report = verify_pipeline(spark, config)
@@ -186,16 +194,12 @@ def test_a_full_state_folder_fails_the_batch_cleanly_and_is_named(
     filler = _fill(small_disk)
     with pytest.raises(EosIngestError) as raised:
         run_fenced(spark, config, store, batch)
-    line = str(raised.value)
-    print(f"full state folder: exit {exit_code(raised.value)}: {line}")
-    assert exit_code(raised.value) == EXIT_RETRIABLE
-    assert isinstance(raised.value, DiskFullError)
-    assert "\n" not in line and str(state) in line and "bytes free now" in line
+    _assert_named_and_retriable(raised.value, state, "full state folder")
     assert ControlStore(config.control_db_url).get_batch(batch.batch_id).status is BatchStatus.PLANNED
     filler.unlink()
     assert table_count(spark, config) == 0
 
-    run_fenced(spark, config, store, batch)
+    _rerun(spark, config, store, batch)
     assert table_count(spark, config) == 300
     report = verify_pipeline(spark, config)
     assert (report.duplicates, report.missing, report.unexpected) == (0, 0, 0), report
