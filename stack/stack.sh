@@ -3,8 +3,9 @@
 # that scripts/fetch-jars.sh put in the state folder.
 #   stack.sh up | down | status
 # Environment: EOS_STATE_DIR (default ./.state), KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093),
-# KAFKA_HEAP (512m), KAFKA_START_TIMEOUT (seconds, 90). Tests run a second broker on other ports
-# and in their own folder, through this same script.
+# KAFKA_HEAP (512m), KAFKA_START_TIMEOUT (seconds, 90), KAFKA_JVM_OPTS (-XX:+UseG1GC: the broker
+# JVM's collector and compiler options). Tests run a second broker on other ports and in their own
+# folder, through this same script (tests/conftest.py gives theirs lighter options).
 # KAFKA_SASL_SSL_PORT (unset: none) adds a second client listener, SASL_SSL with SCRAM-SHA-512 and a
 # certificate from a private CA that stack/tls.sh makes into $HOME_DIR/tls (clients trust
 # $HOME_DIR/tls/ca.pem). PLAINTEXT stays the default and inter-broker listener. The SCRAM users come
@@ -67,7 +68,8 @@ up() {
       done <"$KAFKA_SCRAM_USERS_FILE"
     fi
   fi
-  local java=(java -Xmx"${KAFKA_HEAP:-512m}" -XX:+UseG1GC -Djava.awt.headless=true
+  # shellcheck disable=SC2206 # KAFKA_JVM_OPTS holds several options, split on spaces
+  local java=(java -Xmx"${KAFKA_HEAP:-512m}" ${KAFKA_JVM_OPTS:--XX:+UseG1GC} -Djava.awt.headless=true
               -Dlog4j2.configurationFile="$ROOT/stack/log4j2.yaml" -Dkafka.logs.dir="$LOG_DIR" -cp "$JARS/*")
   # Format once per data folder; the meta.properties file marks a formatted one.
   if [[ ! -f "$HOME_DIR/data/meta.properties" ]]; then

@@ -1,9 +1,18 @@
 """Fixtures for the whole suite live in tests/fixtures/, one module per component; how the
 suite is spread over xdist's workers, in tests/scheduling.py."""
 
+import os
+
 import pytest
 
 from tests.scheduling import FileScheduling, longest_first
+
+# Every broker the tests start (stack/stack.sh: a worker's, a cluster's nodes, a chaos run's) gets
+# the serial collector and C1 only: a test broker carries little traffic, and C2's compiles and G1's
+# concurrent threads took CPU from the tests on 2 cores. One broker, 20,000 transactional records,
+# then idle (CPU seconds, G1 and C2 -> serial and C1): start 3.7 -> 2.3, the records 1.6 -> 0.8,
+# a minute idle 1.7 -> 1.3. `make demo`, `make bench` and `make chaos` keep stack.sh's default.
+os.environ.setdefault("KAFKA_JVM_OPTS", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
 
 pytest_plugins = [
     "tests.fixtures.kafka",
