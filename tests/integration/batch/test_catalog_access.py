@@ -12,13 +12,10 @@ of this test's own); the batches run in the test's Spark session.
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections import Counter
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from eos_ingest.batch.sequence import run_fenced
 from eos_ingest.control.schema import BatchStatus
@@ -27,6 +24,7 @@ from eos_ingest.service.operations import open_store, plan_batch
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from tests.fixtures.pipelines import ingest_once, on_cases
 from tests.helpers.kafka import TxProducer
+from tests.helpers.postgres_roles import pipeline_role
 from tests.helpers.rescan import assert_each_committed_record_once
 
 pytestmark = pytest.mark.integration
@@ -50,84 +48,67 @@ def on_main(config, table: str) -> tuple[int | None, Counter[int], list[str]]:
 def test_a_catalog_database_that_refuses_the_pipelines_user_leaves_the_batch_planned_and_names_the_grant(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url
 ) -> None:
-    db = make_url(control_db_url)
-    role, password = f"eos_refused_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
-    admin = create_engine(control_db_url, isolation_level="AUTOCOMMIT")
-
-    def as_admin(*statements: str) -> None:
-        with admin.connect() as conn:
-            for statement in statements:
-                conn.execute(text(statement))
-
     # The pipeline's user owns what it creates (the control tables, the catalog's tables), as a
     # deployment's would; a DBA's REVOKE later takes UPDATE on iceberg_tables from it.
-    as_admin(
-        f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'",
-        f'GRANT ALL ON DATABASE "{db.database}" TO "{role}"',
-        f'GRANT ALL ON SCHEMA public TO "{role}"',
-    )
-    user_url = db.set(username=role, password=password).render_as_string(hide_password=False)
-    topic = make_topic(partitions=1)
-    producer = TxProducer(kafka_bootstrap)
-    producer.transaction(topic, rows(0, RECORDS), commit=True, partition=0)
-    name = f"refused_{uuid.uuid4().hex[:8]}"
-    table = f"lake.{name}"
-    config = make_pipeline([topic], user_url, name=name)
-    store = open_store(config)
-    try:
-        first = ingest_once(spark, config)
-        assert first is not None and first.records_written == RECORDS
-        before = on_main(config, table)
-        assert before[1] == Counter(range(RECORDS)) and before[2] == ["main"], before
-
-        as_admin(f'REVOKE UPDATE ON iceberg_tables FROM "{role}"')
-        producer.transaction(topic, rows(RECORDS, 2 * RECORDS), commit=True, partition=0)
-        batch, _ = plan_batch(config, store)
-        assert batch is not None
-        with pytest.raises(EosIngestError) as raised:
-            run_fenced(spark, config, store, batch)
-
-        error = raised.value
-        assert isinstance(error, CatalogAccessError), repr(error)
-        assert exit_code(error) == EXIT_NEEDS_A_PERSON
-        line = str(error)
-        assert "\n" not in line, line
-        for named in (table, "42501", "UPDATE", "iceberg_tables"):
-            assert named in line, (named, line)
-        assert store.get_batch(batch.batch_id).status is BatchStatus.PLANNED
-        assert on_main(config, table) == before  # nothing published, no branch left
-
-        as_admin(f'GRANT UPDATE ON iceberg_tables TO "{role}"')
-        again = ingest_once(spark, config)  # plan returns the planned batch; a new fence
-        assert again is not None and again.batch_id == batch.batch_id
-        assert store.get_batch(batch.batch_id).status is BatchStatus.COMMITTED
-        _, ids, refs = on_main(config, table)
-        assert ids == Counter(range(2 * RECORDS)) and refs == ["main"], (ids, refs)
-        assert_each_committed_record_once(spark, config)  # by a raw read_committed rescan of the topic
-
-        # A new table's creation refused the same way (a REVOKE of INSERT on iceberg_tables): one
-        # line naming the table and the grant, not the raw error; the batch planned, no table.
-        as_admin(f'REVOKE INSERT ON iceberg_tables FROM "{role}"')
-        new_name = f"refused_new_{uuid.uuid4().hex[:8]}"
-        creating = make_pipeline([topic], user_url, name=new_name)
-        creating_store = open_store(creating)
+    with pipeline_role(control_db_url) as role:
+        as_admin, user_url = role.as_admin, role.url
+        topic = make_topic(partitions=1)
+        producer = TxProducer(kafka_bootstrap)
+        producer.transaction(topic, rows(0, RECORDS), commit=True, partition=0)
+        name = f"refused_{uuid.uuid4().hex[:8]}"
+        table = f"lake.{name}"
+        config = make_pipeline([topic], user_url, name=name)
+        store = open_store(config)
         try:
-            new_batch, _ = plan_batch(creating, creating_store)
-            assert new_batch is not None
+            first = ingest_once(spark, config)
+            assert first is not None and first.records_written == RECORDS
+            before = on_main(config, table)
+            assert before[1] == Counter(range(RECORDS)) and before[2] == ["main"], before
+
+            as_admin(f'REVOKE UPDATE ON iceberg_tables FROM "{role.name}"')
+            producer.transaction(topic, rows(RECORDS, 2 * RECORDS), commit=True, partition=0)
+            batch, _ = plan_batch(config, store)
+            assert batch is not None
             with pytest.raises(EosIngestError) as raised:
-                run_fenced(spark, creating, creating_store, new_batch)
-            assert isinstance(raised.value, CatalogAccessError), repr(raised.value)
-            line = str(raised.value)
-            assert "\n" not in line and line.startswith("creating the Iceberg table "), line
-            assert f"lake.{new_name} was refused" in line, line
-            assert "42501" in line and "iceberg_tables" in line, line
-            assert creating_store.get_batch(new_batch.batch_id).status is BatchStatus.PLANNED
-            assert not IcebergCatalog.of(creating).pyiceberg().table_exists(f"lake.{new_name}")
+                run_fenced(spark, config, store, batch)
+
+            error = raised.value
+            assert isinstance(error, CatalogAccessError), repr(error)
+            assert exit_code(error) == EXIT_NEEDS_A_PERSON
+            line = str(error)
+            assert "\n" not in line, line
+            for named in (table, "42501", "UPDATE", "iceberg_tables"):
+                assert named in line, (named, line)
+            assert store.get_batch(batch.batch_id).status is BatchStatus.PLANNED
+            assert on_main(config, table) == before  # nothing published, no branch left
+
+            as_admin(f'GRANT UPDATE ON iceberg_tables TO "{role.name}"')
+            again = ingest_once(spark, config)  # plan returns the planned batch; a new fence
+            assert again is not None and again.batch_id == batch.batch_id
+            assert store.get_batch(batch.batch_id).status is BatchStatus.COMMITTED
+            _, ids, refs = on_main(config, table)
+            assert ids == Counter(range(2 * RECORDS)) and refs == ["main"], (ids, refs)
+            assert_each_committed_record_once(spark, config)  # by a raw read_committed rescan of the topic
+
+            # A new table's creation refused the same way (a REVOKE of INSERT on iceberg_tables): one
+            # line naming the table and the grant, not the raw error; the batch planned, no table.
+            as_admin(f'REVOKE INSERT ON iceberg_tables FROM "{role.name}"')
+            new_name = f"refused_new_{uuid.uuid4().hex[:8]}"
+            creating = make_pipeline([topic], user_url, name=new_name)
+            creating_store = open_store(creating)
+            try:
+                new_batch, _ = plan_batch(creating, creating_store)
+                assert new_batch is not None
+                with pytest.raises(EosIngestError) as raised:
+                    run_fenced(spark, creating, creating_store, new_batch)
+                assert isinstance(raised.value, CatalogAccessError), repr(raised.value)
+                line = str(raised.value)
+                assert "\n" not in line and line.startswith("creating the Iceberg table "), line
+                assert f"lake.{new_name} was refused" in line, line
+                assert "42501" in line and "iceberg_tables" in line, line
+                assert creating_store.get_batch(new_batch.batch_id).status is BatchStatus.PLANNED
+                assert not IcebergCatalog.of(creating).pyiceberg().table_exists(f"lake.{new_name}")
+            finally:
+                creating_store.close()
         finally:
-            creating_store.close()
-    finally:
-        store.close()
-        with contextlib.suppress(Exception):  # the database goes with the fixture; the role not
-            as_admin(f'REASSIGN OWNED BY "{role}" TO CURRENT_USER', f'DROP OWNED BY "{role}"')
-            as_admin(f'DROP ROLE "{role}"')
-        admin.dispose()
+            store.close()

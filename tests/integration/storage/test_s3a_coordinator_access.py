@@ -12,15 +12,11 @@ s3proxy and PostgreSQL (the session's test server, with a role of this test's ow
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import time
-import uuid
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.control.schema import BatchStatus
@@ -28,6 +24,7 @@ from eos_ingest.control.store import ControlStore
 from eos_ingest.errors import EXIT_NEEDS_A_PERSON
 from eos_ingest.storage.object_stores import delta_rs_table
 from tests.helpers.kafka import TxProducer, read_committed
+from tests.helpers.postgres_roles import pipeline_role
 from tests.helpers.s3a import CLI, cli, identities
 
 pytestmark = pytest.mark.integration
@@ -44,33 +41,19 @@ def rows(first: int, end: int) -> list[dict]:
 def test_a_coordinator_database_that_refuses_the_pipelines_user_exits_2_leaves_the_batch_planned_and_names_the_grant(
     kafka_bootstrap, make_topic, make_pipeline, control_db_url, s3_server, tmp_path, monkeypatch
 ) -> None:
-    db = make_url(control_db_url)
-    role, password = f"eos_refused_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
-    admin = create_engine(control_db_url, isolation_level="AUTOCOMMIT")
-
-    def as_admin(*statements: str) -> None:
-        with admin.connect() as conn:
-            for statement in statements:
-                conn.execute(text(statement))
-
     # The pipeline's user owns what it creates (the control tables, the coordinator's table), as a
     # deployment's would; a DBA's REVOKE takes INSERT on eos_delta_commits from it.
-    as_admin(
-        f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'",
-        f'GRANT ALL ON DATABASE "{db.database}" TO "{role}"',
-        f'GRANT ALL ON SCHEMA public TO "{role}"',
-    )
-    user_url = db.set(username=role, password=password).render_as_string(hide_password=False)
-    topic = make_topic(partitions=1)
-    TxProducer(kafka_bootstrap).transaction(topic, rows(0, RECORDS), commit=True, partition=0)
-    bucket = s3_server.make_bucket()
-    config = make_pipeline(
-        [topic], user_url, output={"path": f"s3a://{bucket}/tables/refused"}, kafka_conn_id=None
-    )
-    env = {**os.environ, **s3_server.env}
-    pause = tmp_path / "pause"
-    args = [CLI, "run", "--config", str(config.source), "--master", "local[1]"]
-    try:
+    with pipeline_role(control_db_url) as role:
+        as_admin, user_url = role.as_admin, role.url
+        topic = make_topic(partitions=1)
+        TxProducer(kafka_bootstrap).transaction(topic, rows(0, RECORDS), commit=True, partition=0)
+        bucket = s3_server.make_bucket()
+        config = make_pipeline(
+            [topic], user_url, output={"path": f"s3a://{bucket}/tables/refused"}, kafka_conn_id=None
+        )
+        env = {**os.environ, **s3_server.env}
+        pause = tmp_path / "pause"
+        args = [CLI, "run", "--config", str(config.source), "--master", "local[1]"]
         # The coordinator's table exists (it is made on the first use) and was readable; the
         # REVOKE lands while the batch waits before its table commit.
         paused_env = {**env, PAUSE_BEFORE_TABLE_COMMIT_ENV: str(pause)}
@@ -79,7 +62,7 @@ def test_a_coordinator_database_that_refuses_the_pipelines_user_exits_2_leaves_t
         while not pause.exists() and job.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert pause.exists(), job.communicate(timeout=60)[1][-4000:]
-        as_admin(f'REVOKE INSERT ON eos_delta_commits FROM "{role}"')
+        as_admin(f'REVOKE INSERT ON eos_delta_commits FROM "{role.name}"')
         pause.unlink()
         _, stderr = job.communicate(timeout=600)
 
@@ -103,7 +86,7 @@ def test_a_coordinator_database_that_refuses_the_pipelines_user_exits_2_leaves_t
             if delta_rs_table(str(location)) is not None:
                 assert identities(str(location), topic) == {}, location
 
-        as_admin(f'GRANT INSERT ON eos_delta_commits TO "{role}"')
+        as_admin(f'GRANT INSERT ON eos_delta_commits TO "{role.name}"')
         again = cli("run", "--config", str(config.source), "--master", "local[1]", env=env)
         assert again.returncode == 0, again.stderr[-4000:]
         store = ControlStore(user_url)
@@ -115,8 +98,3 @@ def test_a_coordinator_database_that_refuses_the_pipelines_user_exits_2_leaves_t
         committed = {(p, o) for p, o, _ in read_committed(kafka_bootstrap, topic, 1)}
         assert len(committed) == RECORDS
         assert identities(str(config.output_path), topic) == dict.fromkeys(committed, 1)
-    finally:
-        with contextlib.suppress(Exception):  # the database goes with the fixture; the role not
-            as_admin(f'REASSIGN OWNED BY "{role}" TO CURRENT_USER', f'DROP OWNED BY "{role}"')
-            as_admin(f'DROP ROLE "{role}"')
-        admin.dispose()
