@@ -29,37 +29,37 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def run_job(tmp_path: Path, java_options: str) -> dict[str, str]:
-    """spark-submit of a small Delta job with `java_options` as its driver's; where each class
-    named in the JVM's class-load log came from."""
-    script = tmp_path / "job.py"
-    script.write_text(SCRIPT)
+def submit(
+    tmp_path: Path, args: list[str], java_options: str = "", conf: dict[str, str] | None = None
+) -> dict[str, str]:
+    """spark-submit `args` with `java_options` as its driver's; where each class named in the
+    driver JVM's class-load log came from."""
     log = tmp_path / "classes.txt"
-    argv = [spark_submit_binary(), "--master", "local[2]", "--jars", ",".join(local_jars())]
-    conf = {**DELTA_CONF, **LOCAL_CONF, "spark.log.level": "WARN"}
-    conf["spark.driver.extraJavaOptions"] = f"{java_options} -Xlog:class+load=info:file={log}"
+    conf = {
+        **(conf or {}),
+        "spark.driver.extraJavaOptions": f"{java_options} -Xlog:class+load=info:file={log}",
+    }
+    argv = [spark_submit_binary()]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
     done = subprocess.run(
-        [*argv, str(script), str(tmp_path / "table")],
-        env=spark_submit_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+        [*argv, *args], env=spark_submit_env(), capture_output=True, text=True, timeout=300, check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return class_sources(log)
-
-
-def class_sources(log: Path) -> dict[str, str]:
-    """Each class named in a JVM's class-load log (-Xlog:class+load) -> where it came from."""
     sources = {}
     for line in log.read_text().splitlines():
         _, _, rest = line.partition("[class,load] ")
         name, _, source = rest.partition(" ")
         sources[name] = source
     return sources
+
+
+def run_job(tmp_path: Path, java_options: str) -> dict[str, str]:
+    """A small Delta job, submitted with `java_options` as its driver's: its classes' sources."""
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT)
+    args = ["--master", "local[2]", "--jars", ",".join(local_jars()), str(script), str(tmp_path / "table")]
+    return submit(tmp_path, args, java_options, {**DELTA_CONF, **LOCAL_CONF, "spark.log.level": "WARN"})
 
 
 @pytest.fixture(scope="module")
@@ -97,18 +97,5 @@ def test_without_the_option_spark_submit_loads_its_classes_from_their_jars(tmp_p
     """What the test above tells apart: a JVM that maps nothing but the JDK's own archive loads
     SparkSubmit (mapped there) from its jar. `spark-submit --version`, ~1 s of CPU: the same job
     without the option cost ~31 s of CPU in make test (2026-12-07) to tell the same."""
-    log = tmp_path / "classes.txt"
-    done = subprocess.run(
-        [spark_submit_binary(), "--driver-java-options", f"-Xlog:class+load=info:file={log}", "--version"],
-        env=spark_submit_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    sources = class_sources(log)
-    assert sources["org.apache.spark.deploy.SparkSubmit"].endswith(".jar"), sources[
-        "org.apache.spark.deploy.SparkSubmit"
-    ]
-    assert not sources["org.apache.spark.deploy.SparkSubmit"].startswith(SHARED)
+    source = submit(tmp_path, ["--version"])["org.apache.spark.deploy.SparkSubmit"]
+    assert source.endswith(".jar") and not source.startswith(SHARED), source
