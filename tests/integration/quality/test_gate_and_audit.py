@@ -7,6 +7,7 @@ on both backends); the ones that store results on the batch row run on both.
 from __future__ import annotations
 
 import json
+import os
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from eos_ingest.service.verify import read_committed_identities
 from eos_ingest.spark import submit
 from tests.fixtures.pipelines import ingest_once
 from tests.fixtures.postgres import on_control_db
+from tests.helpers.fresh_python import python_stdout
 from tests.helpers.kafka import TxProducer
 
 pytestmark = pytest.mark.integration
@@ -380,27 +382,13 @@ def test_audit_command_needs_no_java(
     spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, tmp_path
 ) -> None:
     """The audit reads the table with delta-rs: it starts no JVM, so it runs where Java is absent."""
-    import os
-    import subprocess
-    import sys
-
     _, config, batch_id = committed_batch(spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url)
     no_java = tmp_path / "empty-bin"
     no_java.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_HOME", "PYSPARK_SUBMIT_ARGS")}
     env.update(PATH=str(no_java), JAVA_HOME=str(tmp_path / "no-jdk"), EOS_STATE_DIR=str(tmp_path / "state"))
-    argv = [sys.executable, "-m", "eos_ingest.cli", "audit", "--config", str(config.source)]
-    done = subprocess.run(
-        [*argv, "--batch-id", str(batch_id)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout)
+    argv = ["-m", "eos_ingest.cli", "audit", "--config", str(config.source), "--batch-id", str(batch_id)]
+    report = json.loads(python_stdout(argv, env=env, timeout=300))
     assert report["success"] is True and report["statistics"]["rows"] == 12
     assert Path(report["report_path"]).is_relative_to(tmp_path / "state" / "gx")
 

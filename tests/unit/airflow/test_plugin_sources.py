@@ -8,17 +8,16 @@ its own; the entry point is the one of this venv's install of the package.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from eos_ingest import paths
+from tests.helpers.fresh_python import python_json
 
 PLUGINS = paths.REPO_ROOT / "plugins"
 # One interpreter for the three folders (importing Airflow is most of the cost): each call of the
@@ -57,16 +56,7 @@ def registered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, 
         AIRFLOW__CORE__UNIT_TEST_MODE="True",  # no config file written into AIRFLOW_HOME
     )
     folders = [str(empty), str(PLUGINS), str(copy)]
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, *folders],
-        env=env,
-        cwd=home,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return dict(zip(CASES, json.loads(done.stdout.strip().splitlines()[-1]), strict=True))
+    return dict(zip(CASES, python_json(["-c", PROBE, *folders], env=env, cwd=home), strict=True))
 
 
 @pytest.mark.parametrize(("case", "source"), CASES.items())

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ from typing import Any
 import pytest
 
 from eos_ingest import paths
+from tests.helpers.fresh_python import python_stdout
 
 LISTENER = "airflow.providers.openlineage.plugins.listener"
 
@@ -53,17 +52,7 @@ def fresh_python(tmp_path: Path, code: str, *args: str, **env: str) -> str:
         EOS_PIPELINES_DIR=str(paths.REPO_ROOT / "pipelines"),
         **env,
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env=base,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.strip().splitlines()[-1]
+    return python_stdout(["-c", code, *args], env=base, cwd=tmp_path).strip().splitlines()[-1]
 
 
 def parse(tmp_path: Path, **env: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from eos_ingest.quality.gx_import import (
     hidden,
     in_one_chunk,
 )
+from tests.helpers.fresh_python import python_json
 
 REPO = Path(__file__).resolve().parents[3]
 PROBES = ("eos_probe_plain", "eos_probe_pkg", "eos_probe_pkg.sub", "eos_probe_broken")
@@ -167,17 +168,7 @@ GX_RUN = textwrap.dedent(
 def gx_run(tmp_path: Path, order: str) -> dict:
     """GX_RUN in a fresh interpreter (this one has imported pyspark and may have imported the rest)."""
     env = {"EOS_STATE_DIR": str(tmp_path / "state"), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run(
-        [sys.executable, "-c", GX_RUN, str(tmp_path / "pipelines"), order],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return python_json(["-c", GX_RUN, str(tmp_path / "pipelines"), order], env=env, cwd=REPO, timeout=300)
 
 
 def test_gx_validates_and_renders_without_importing_scipy_stats_altair_or_pyspark(tmp_path: Path) -> None:
