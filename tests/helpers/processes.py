@@ -34,9 +34,10 @@ def wait_for_pause(job: subprocess.Popen[str], pause_file: Path, log: Path, time
 class AttemptInThread:
     """run_fenced(batch) in a thread of this process (the job's steps and its failure handling,
     without a spark-submit's ~15 s), held at the fault point whose file is `pause` (the test sets the
-    point's variable): the test acts there, then lets it go on. `error` is what the attempt raised."""
+    point's variable): the test acts there, then lets it go on. Without `pause`, the test acts while
+    it runs (a broker's kill). `error` is what the attempt raised."""
 
-    def __init__(self, spark, config, store, batch, pause: Path) -> None:
+    def __init__(self, spark, config, store, batch, pause: Path | None = None) -> None:
         from eos_ingest.batch.sequence import run_fenced
 
         self.pause = pause
@@ -52,6 +53,7 @@ class AttemptInThread:
         self.thread.start()
 
     def wait_for_pause(self, timeout_s: float = 240) -> None:
+        assert self.pause is not None, "an attempt made without a pause never waits at one"
         deadline = time.monotonic() + timeout_s
         while not self.pause.exists():
             assert self.thread.is_alive(), f"the attempt ended before its pause: {self.error!r}"
@@ -59,7 +61,14 @@ class AttemptInThread:
             time.sleep(0.2)
 
     def go_on(self) -> None:
-        self.pause.unlink(missing_ok=True)
+        if self.pause is not None:
+            self.pause.unlink(missing_ok=True)
 
     def join(self, timeout_s: float = 300) -> None:
         self.thread.join(timeout=timeout_s)
+
+    def ended(self, timeout_s: float) -> BaseException | None:
+        """Waits up to `timeout_s` for the attempt's end (failing the test past it); what it raised."""
+        self.join(timeout_s)
+        assert not self.thread.is_alive(), f"the attempt did not end within {timeout_s:.0f} s"
+        return self.error

@@ -15,7 +15,6 @@ runs and what only EOS_LONG_TESTS=1 adds: at HOW below."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,7 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from eos_ingest.batch.sequence import run_fenced
 from eos_ingest.config.pipeline import PipelineConfig
 from eos_ingest.control.store import BatchStatus
 from eos_ingest.errors import EXIT_RETRIABLE, EosIngestError, exit_code
@@ -31,6 +29,7 @@ from eos_ingest.service.operations import open_store, plan_batch
 from tests.fixtures.kafka_cluster import KafkaCluster
 from tests.fixtures.pipelines import ingest_once, table_count, verify_pipeline, write_pipeline
 from tests.helpers.kafka import TxProducer, read_committed
+from tests.helpers.processes import AttemptInThread
 from tests.helpers.rescan import assert_each_committed_record_once
 from tests.helpers.tx_writer import TransactionsInBackground
 
@@ -67,22 +66,11 @@ def batch_through(spark, config: PipelineConfig, fault: Callable[[], None]) -> N
     store = open_store(config)
     batch, _ = plan_batch(config, store)
     assert batch is not None, "the writer's records gave the batch nothing to read"
-    outcome: dict[str, BaseException] = {}
-
-    def attempt() -> None:
-        try:
-            run_fenced(spark, config, store, batch)
-        except BaseException as exc:  # handed to the test
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=attempt, name="eos-test-cluster-attempt")
-    thread.start()
+    attempt = AttemptInThread(spark, config, store, batch)
     time.sleep(INTO_BATCH_S)
     fault()
-    thread.join(300)
-    assert not thread.is_alive(), "the batch did not end within 300 s of the fault"
+    error = attempt.ended(300)
     status = store.get_batch(batch.batch_id).status
-    error = outcome.get("error")
     print(f"batch {batch.batch_id}: {status.value}, {'exit 0' if error is None else repr(error)}")
     if error is None:
         assert status is BatchStatus.COMMITTED
@@ -197,19 +185,8 @@ def bounded_batch_on_markers(spark, config: PipelineConfig, bootstrap: str) -> N
     batch, _ = plan_batch(config, store)
     assert batch is not None
     assert {(r.partition, r.end) for r in batch.ranges} == {(0, 41), (1, 52)}, batch.ranges
-    outcome: dict[str, BaseException] = {}
-
-    def attempt() -> None:
-        try:
-            run_fenced(spark, config, store, batch)
-        except BaseException as exc:  # handed to the test
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=attempt, name="eos-test-marker-attempt")
-    thread.start()
-    thread.join(180)
-    assert not thread.is_alive(), "the batch did not end on its markers within 180 s"
-    assert "error" not in outcome, f"the batch failed: {outcome['error']!r}"
+    error = AttemptInThread(spark, config, store, batch).ended(180)  # on its markers, within 180 s
+    assert error is None, f"the batch failed: {error!r}"
     assert table_count(spark, config) == len(read_committed(bootstrap, topic, 2)) == 70
     caught_up_exactly_once(spark, config)
 

@@ -118,13 +118,19 @@ def test_added_latency_the_batch_still_commits(spark, pipeline, produced, toxics
     _assert_clean_after(spark, pipeline)
 
 
-def test_black_hole_during_the_plan_exits_75_with_one_line(pipeline, produced, toxics, capsys) -> None:
+def _command_into_black_hole(command: str, pipeline, toxics, capsys) -> tuple[int, str, float]:
+    """`eos-ingest COMMAND` with every broker a black hole: its exit code, stderr and seconds."""
     toxics.add("timeout", timeout=0)
     started = time.monotonic()
-    code = cli.main(["plan", "--config", str(pipeline.source)])
+    code = cli.main([command, "--config", str(pipeline.source)])
     elapsed = time.monotonic() - started
     err = capsys.readouterr().err
-    print(f"plan into a black hole: exit {code} after {elapsed:.1f} s: {err}")
+    print(f"{command} into a black hole: exit {code} after {elapsed:.1f} s: {err}")
+    return code, err, elapsed
+
+
+def test_black_hole_during_the_plan_exits_75_with_one_line(pipeline, produced, toxics, capsys) -> None:
+    code, err, elapsed = _command_into_black_hole("plan", pipeline, toxics, capsys)
     assert code == EXIT_RETRIABLE, err
     assert len([line for line in err.splitlines() if line.strip()]) == 1, err
     assert elapsed < TIMEOUT_S * 3 + SLACK_S
@@ -159,12 +165,7 @@ def test_black_hole_during_the_count_exits_75(pipeline, produced, toxics) -> Non
 
 def test_black_hole_during_verify_exits_75(spark, pipeline, produced, toxics, capsys) -> None:
     _run(spark, pipeline)
-    toxics.add("timeout", timeout=0)
-    started = time.monotonic()
-    code = cli.main(["verify", "--config", str(pipeline.source)])
-    elapsed = time.monotonic() - started
-    err = capsys.readouterr().err
-    print(f"verify into a black hole: exit {code} after {elapsed:.1f} s: {err}")
+    code, err, _ = _command_into_black_hole("verify", pipeline, toxics, capsys)
     assert code == EXIT_RETRIABLE, err
 
 
