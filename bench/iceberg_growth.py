@@ -53,6 +53,7 @@ from bench.table_growth import (
     write_pipeline,
 )
 from eos_ingest import paths
+from eos_ingest.storage.table_format import Replace
 
 RESULTS = paths.REPO_ROOT / "bench" / "results" / "iceberg_growth.jsonl"
 TABLE = "lake.events"
@@ -90,7 +91,7 @@ class Filler:
         rows = [{**row.asDict(), "kafka_topic": FILL_TOPIC, "batch_id": 0} for row in template.collect()]
         offsets = [row["kafka_offset"] for row in rows]
         ranges = [PlannedRange(FILL_TOPIC, 0, min(offsets), max(offsets) + 1)]
-        fmt.replace_ranges(spark, spark.createDataFrame(rows, template.schema), TABLE, ranges, 0)
+        fmt.replace_ranges(spark, Replace(spark.createDataFrame(rows, template.schema), TABLE, ranges, 0))
         self.spark, self.width = spark, max(offsets) + 1
         self.table = fmt.catalog.java_table(spark, TABLE)
         self.table.refresh()

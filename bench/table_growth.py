@@ -355,8 +355,8 @@ def growth(spark: Any, args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 for i in range(args.runs):
                     replaces.clear()
                     result = one_batch()
-                    table_s = [s for s, a in replaces if a[2] == str(config.output_path)]
-                    quarantine_s = [s for s, a in replaces if a[2] == str(config.quarantine_path)]
+                    table_s = [s for s, a in replaces if a[1].path == str(config.output_path)]
+                    quarantine_s = [s for s, a in replaces if a[1].path == str(config.quarantine_path)]
                     measured.append(
                         {
                             "batch_id": result.batch_id,

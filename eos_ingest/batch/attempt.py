@@ -27,7 +27,7 @@ from eos_ingest.formats import parser, schema_evolution
 from eos_ingest.kafka.offsets import fetch_identity
 from eos_ingest.plan.identity import check_batch_identity
 from eos_ingest.spark.kafka_source import read_ranges
-from eos_ingest.storage.table_format import Txn, txn_app_id
+from eos_ingest.storage.table_format import Replace, Txn, txn_app_id
 from eos_ingest.storage.table_formats import output_format
 
 if TYPE_CHECKING:
@@ -143,8 +143,7 @@ class BatchAttempt:
         """One Spark pass reads, parses, counts (observed) and writes the table's files; they are
         published only after the gate (storage/table_format.py), so no reader sees them before."""
         observed, self.observation = parser.observe_split(self.parsed, self.batch_id)
-        return self.table_format.stage(
-            self.spark,
+        replace = Replace(
             parser.output_rows(observed, self.batch_config),
             self.table_path,
             self.batch.ranges,
@@ -153,6 +152,7 @@ class BatchAttempt:
             txn=self.table_txn,
             merge_schema=self.evolution.merge_schema,
         )
+        return self.table_format.stage(self.spark, replace)
 
     def count_split(self, staged: StagedWrite) -> parser.Split:
         """This try's counts: observed by its staged write, else (a write the table format skipped,

@@ -17,7 +17,7 @@ from eos_ingest.errors import PartialWriteError
 from eos_ingest.fault_points import pause_if_asked
 from eos_ingest.formats import parser
 from eos_ingest.jvm import java_session, jvm_of
-from eos_ingest.storage.table_format import staged_batch_rows
+from eos_ingest.storage.table_format import Replace, staged_batch_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -75,7 +75,7 @@ class QuarantineReplace:
             # and no Python worker starts (createDataFrame([]) is a Python RDD: ~1 s per job).
             rows = rows.limit(0)
         staged = self.table_format.stage(
-            self.spark, rows, self.path, self.batch.ranges, batch_id, txn=self.txn
+            self.spark, Replace(rows, self.path, self.batch.ranges, batch_id, txn=self.txn)
         )
         written = 0 if staged.skipped or not bad else staged_batch_rows(staged, rows.schema, batch_id)
         if written != bad and not staged.skipped:

@@ -21,6 +21,7 @@ from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.spark.kafka_source import read_ranges
 from eos_ingest.storage.delta import writer
 from eos_ingest.storage.delta.staged_write import StagedReplace
+from eos_ingest.storage.table_format import Replace
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -57,14 +58,10 @@ def batch(spark: SparkSession, config: PipelineConfig, batch_id: int, first: int
     def stage() -> StagedReplace:
         observed, observed_by = parser.observe_split(parsed, batch_id)
         observation.append(observed_by)
+        rows = parser.output_rows(observed, config)
         return writer.stage(
             spark,
-            parser.output_rows(observed, config),
-            str(config.output_path),
-            ranges,
-            batch_id,
-            config.output.partition_by,
-            txn=txn,
+            Replace(rows, str(config.output_path), ranges, batch_id, config.output.partition_by, txn=txn),
         )
 
     def check(staged: StagedReplace) -> None:
@@ -73,14 +70,8 @@ def batch(spark: SparkSession, config: PipelineConfig, batch_id: int, first: int
 
     writer.commit_staged(stage, str(config.output_path), batch_id, txn=txn, check=check)
     quarantine = parser.quarantine_rows(parsed, config)
-    writer.replace_ranges(
-        spark,
-        quarantine,
-        str(config.quarantine_path),
-        ranges,
-        batch_id,
-        txn=writer.Txn(f"class-archive/{batch_id}/quarantine", 1),
-    )
+    txn = writer.Txn(f"class-archive/{batch_id}/quarantine", 1)
+    writer.replace_ranges(spark, Replace(quarantine, str(config.quarantine_path), ranges, batch_id, txn=txn))
 
 
 def main(work: Path) -> None:

@@ -49,6 +49,23 @@ def txn_app_id(pipeline: str, batch_id: int, created_at: str, table: str) -> str
 
 
 @dataclass(frozen=True)
+class Replace:
+    """One replace of a batch's ranges: `rows` in place of the rows of `ranges` in the table at
+    `path` (Delta's folder, Iceberg's namespace.table), marked with `batch_id` and written under
+    `txn`. partition_by: how a table the replace creates is partitioned. merge_schema: the table's
+    schema may change to take `rows` (schema_evolution's added columns; on Iceberg also its widened
+    column types)."""
+
+    rows: DataFrame
+    path: str
+    ranges: Sequence[PlannedRange]
+    batch_id: int
+    partition_by: Sequence[str] = ()
+    txn: Txn | None = None
+    merge_schema: bool = False
+
+
+@dataclass(frozen=True)
 class ReplaceResult:
     """version: the table version holding the batch's rows. attempts: tries made (1 = no conflict).
     written_by_fence: the fence of the attempt whose write the table holds; a value other than the
@@ -88,21 +105,8 @@ class TableFormat(Protocol):
 
     name: str
 
-    def stage(
-        self,
-        spark: SparkSession,
-        rows: DataFrame,
-        path: str,
-        ranges: Sequence[PlannedRange],
-        batch_id: int,
-        partition_by: Sequence[str] = (),
-        *,
-        txn: Txn | None = None,
-        merge_schema: bool = False,
-    ) -> StagedWrite:
-        """Write `rows` as the replace of `ranges` in the table at `path`, without committing.
-        merge_schema: the table's schema may change to take `rows` (schema_evolution's added
-        columns; on Iceberg also its widened column types)."""
+    def stage(self, spark: SparkSession, replace: Replace) -> StagedWrite:
+        """Write `replace`, without committing it."""
         ...
 
     def table_schema(self, spark: SparkSession, path: str) -> StructType | None:
@@ -125,18 +129,9 @@ class TableFormat(Protocol):
         ...
 
     def replace_ranges(
-        self,
-        spark: SparkSession,
-        rows: DataFrame,
-        path: str,
-        ranges: Sequence[PlannedRange],
-        batch_id: int,
-        partition_by: Sequence[str] = (),
-        *,
-        txn: Txn | None = None,
-        before_write: Callable[[], None] | None = None,
+        self, spark: SparkSession, replace: Replace, *, before_write: Callable[[], None] | None = None
     ) -> ReplaceResult:
-        """commit_staged of stage(rows, ...) with no check between (the quarantine table, tools)."""
+        """commit_staged of stage(replace) with no check between (tools, tests)."""
         ...
 
 

@@ -4,38 +4,23 @@ optimistic transaction and its idempotent txnAppId/txnVersion."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from eos_ingest.storage.delta import writer
 from eos_ingest.storage.delta.staged_write import StagedReplace
-from eos_ingest.storage.table_format import ReplaceResult, StagedWrite, TableFormat, Txn
+from eos_ingest.storage.table_format import Replace, ReplaceResult, StagedWrite, TableFormat, Txn
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
-
-    from eos_ingest.plan.ranges import PlannedRange
 
 
 class DeltaFormat:
     name = "delta"
 
-    def stage(
-        self,
-        spark: SparkSession,
-        rows: DataFrame,
-        path: str,
-        ranges: Sequence[PlannedRange],
-        batch_id: int,
-        partition_by: Sequence[str] = (),
-        *,
-        txn: Txn | None = None,
-        merge_schema: bool = False,
-    ) -> StagedWrite:
-        return writer.stage(
-            spark, rows, path, ranges, batch_id, partition_by, txn=txn, merge_schema=merge_schema
-        )
+    def stage(self, spark: SparkSession, replace: Replace) -> StagedWrite:
+        return writer.stage(spark, replace)
 
     def table_schema(self, spark: SparkSession, path: str) -> StructType | None:
         """The Delta table's schema, read from its log on the driver; None when there is no table."""
@@ -68,20 +53,9 @@ class DeltaFormat:
         )
 
     def replace_ranges(
-        self,
-        spark: SparkSession,
-        rows: DataFrame,
-        path: str,
-        ranges: Sequence[PlannedRange],
-        batch_id: int,
-        partition_by: Sequence[str] = (),
-        *,
-        txn: Txn | None = None,
-        before_write: Callable[[], None] | None = None,
+        self, spark: SparkSession, replace: Replace, *, before_write: Callable[[], None] | None = None
     ) -> ReplaceResult:
-        return writer.replace_ranges(
-            spark, rows, path, ranges, batch_id, partition_by, txn=txn, before_write=before_write
-        )
+        return writer.replace_ranges(spark, replace, before_write=before_write)
 
 
 DELTA: TableFormat = DeltaFormat()

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from eos_ingest.errors import CatalogAccessError, PartialWriteError, WriteError
-from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.storage.commit_outcomes import (
     delta_outcome_unknown,
     delta_refused_state,
@@ -34,10 +33,10 @@ from eos_ingest.storage.delta.staged_write import StagedReplace, stage_replace
 from eos_ingest.storage.lost_races import DEFAULT_BACKOFF_S, commit_checked
 from eos_ingest.storage.object_stores import COORDINATOR_TABLE, delta_rs_uri, storage_options
 from eos_ingest.storage.replace_predicate import ranges_predicate
-from eos_ingest.storage.table_format import ReplaceResult, Txn
+from eos_ingest.storage.table_format import Replace, ReplaceResult, Txn
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -70,32 +69,23 @@ def write_options(batch_id: int, txn: Txn | None, merge_schema: bool) -> dict[st
     return options
 
 
-def stage(
-    spark: SparkSession,
-    rows: DataFrame,
-    path: str,
-    ranges: Sequence[PlannedRange],
-    batch_id: int,
-    partition_by: Sequence[str] = (),
-    *,
-    txn: Txn | None = None,
-    merge_schema: bool = False,
-) -> StagedReplace:
-    """Write the files of replace_ranges(rows, ...) without committing them (storage/delta/staged_write.py);
-    hand the result to replace_ranges(staged=...) after the gate, or abort() it.
+def stage(spark: SparkSession, replace: Replace) -> StagedReplace:
+    """Write the files of replace_ranges(replace) without committing them (storage/delta/staged_write.py);
+    hand the result to commit_staged after the gate, or abort() it.
 
     A row outside `ranges` fails here as it fails replace_ranges, with a WriteError; any other
     error (the Kafka read under the write, say) is raised as Spark raised it, so the caller tells
     lost offsets from a broker that went away as it does for any Spark step.
     """
+    path, batch_id = replace.path, replace.batch_id
     try:
         return stage_replace(
             spark,
-            rows,
+            replace.rows,
             path,
-            ranges_predicate(ranges),
-            partition_by,
-            write_options(batch_id, txn, merge_schema),
+            ranges_predicate(replace.ranges),
+            replace.partition_by,
+            write_options(batch_id, replace.txn, replace.merge_schema),
         )
     except Exception as exc:
         message = " ".join(_java_message(exc).split())  # one line, without the JVM's stack
@@ -128,20 +118,14 @@ def _java_message(exc: BaseException) -> str:
 
 def replace_ranges(
     spark: SparkSession,
-    rows: DataFrame,
-    path: str,
-    ranges: Sequence[PlannedRange],
-    batch_id: int,
-    partition_by: Sequence[str] = (),
+    replace: Replace,
     *,
-    txn: Txn | None = None,
     before_write: Callable[[], None] | None = None,
     attempts: int | None = None,
     backoff_s: float = DEFAULT_BACKOFF_S,
-    merge_schema: bool = False,
 ) -> ReplaceResult:
-    """Replace the rows of `ranges` in the Delta table at `path` with `rows`: commit_staged of
-    stage(rows, ...), with no check between the two (the quarantine table, tools, tests).
+    """Replace the rows of `replace.ranges` in the Delta table at `replace.path` with its rows:
+    commit_staged of stage(replace), with no check between the two (tools, tests).
 
     The same replaceWhere write also creates a new table (partitioned). There is deliberately no
     "append when the table does not exist yet" branch: two attempts of a first batch would both see
@@ -150,18 +134,16 @@ def replace_ranges(
     On an existing table Delta also checks that every written row matches the predicate, so a row
     outside the batch's ranges fails the write (on the first write the gate's range check covers it).
 
-    `merge_schema` adds the columns of `rows` the table lacks (Delta's mergeSchema; the batch's new
+    `replace.merge_schema` adds the columns of its rows the table lacks (Delta's mergeSchema; the batch's new
     columns under value.schema_evolution: add_columns). Without it too, a column the table has and
     `rows` lack is kept and gets null in the replaced ranges: a replace never drops a column.
     """
     del spark  # the rows carry their session; kept so every Spark step takes the session first
     return commit_staged(
-        lambda: stage(
-            rows.sparkSession, rows, path, ranges, batch_id, partition_by, txn=txn, merge_schema=merge_schema
-        ),
-        path,
-        batch_id,
-        txn=txn,
+        lambda: stage(replace.rows.sparkSession, replace),
+        replace.path,
+        replace.batch_id,
+        txn=replace.txn,
         before_write=before_write,
         attempts=attempts,
         backoff_s=backoff_s,

@@ -40,13 +40,12 @@ from eos_ingest.storage.iceberg.refs import (
 from eos_ingest.storage.iceberg.schema import evolve_table, fill_missing, spark_schema
 from eos_ingest.storage.lost_races import DEFAULT_BACKOFF_S, commit_checked
 from eos_ingest.storage.replace_predicate import ranges_predicate
-from eos_ingest.storage.table_format import ReplaceResult, StagedWrite, Txn
+from eos_ingest.storage.table_format import Replace, ReplaceResult, StagedWrite, Txn
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from eos_ingest.plan.ranges import PlannedRange
 
 log = logging.getLogger(__name__)
 
@@ -60,23 +59,14 @@ class IcebergFormat:
     def __init__(self, catalog: IcebergCatalog) -> None:
         self.catalog = catalog
 
-    def stage(
-        self,
-        spark: SparkSession,
-        rows: DataFrame,
-        path: str,
-        ranges: Sequence[PlannedRange],
-        batch_id: int,
-        partition_by: Sequence[str] = (),
-        *,
-        txn: Txn | None = None,
-        merge_schema: bool = False,
-    ) -> StagedWrite:
-        """Stage the replace of `ranges` by `rows` on a new branch of the table `path` (created,
-        partitioned by `partition_by`, if absent): skipped when main already holds this app id's
-        write of this fence or a newer one. merge_schema: the table's schema first takes the
-        columns `rows` add and the types they widen (storage/iceberg/schema.py: a table-level
-        change, which main's readers see before the publish)."""
+    def stage(self, spark: SparkSession, replace: Replace) -> StagedWrite:
+        """Stage `replace` on a new branch of the table `replace.path` (created, partitioned by
+        `replace.partition_by`, if absent): skipped when main already holds this app id's write of
+        this fence or a newer one. merge_schema: the table's schema first takes the columns the
+        rows add and the types they widen (storage/iceberg/schema.py: a table-level change, which
+        main's readers see before the publish)."""
+        rows, path, ranges, batch_id = replace.rows, replace.path, replace.ranges, replace.batch_id
+        partition_by, txn, merge_schema = replace.partition_by, replace.txn, replace.merge_schema
         identifier = self.catalog.identifier(path)
         table = self._table(spark, rows, path, partition_by)
         check_java(identifier, table)  # as planned, or changed since: refused
@@ -245,23 +235,14 @@ class IcebergFormat:
         return ReplaceResult(version, made, fence)
 
     def replace_ranges(
-        self,
-        spark: SparkSession,
-        rows: DataFrame,
-        path: str,
-        ranges: Sequence[PlannedRange],
-        batch_id: int,
-        partition_by: Sequence[str] = (),
-        *,
-        txn: Txn | None = None,
-        before_write: Callable[[], None] | None = None,
+        self, spark: SparkSession, replace: Replace, *, before_write: Callable[[], None] | None = None
     ) -> ReplaceResult:
-        """commit_staged of stage(rows, ...) with no check between (the quarantine table, tools)."""
+        """commit_staged of stage(replace) with no check between (tools, tests)."""
         return self.commit_staged(
-            lambda: self.stage(spark, rows, path, ranges, batch_id, partition_by, txn=txn),
-            path,
-            batch_id,
-            txn=txn,
+            lambda: self.stage(spark, replace),
+            replace.path,
+            replace.batch_id,
+            txn=replace.txn,
             before_write=before_write,
         )
 

@@ -26,7 +26,7 @@ from eos_ingest.storage.iceberg import branch as iceberg_branch
 from eos_ingest.storage.iceberg import format as iceberg_format
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from eos_ingest.storage.iceberg.format import IcebergFormat
-from eos_ingest.storage.table_format import Txn, txn_app_id
+from eos_ingest.storage.table_format import Replace, Txn, txn_app_id
 from eos_ingest.storage.table_formats import output_reader
 from eos_ingest.storage.table_names import TABLE
 from tests.fixtures.pipelines import ingest_once
@@ -138,7 +138,7 @@ def test_on_a_rest_catalog_the_same_and_pyiceberg_reads_what_spark_wrote(
     topic = config.topics[0]
     again = spark.table(iceberg.catalog.identifier("lake.events")).where(f"batch_id = {last}")
     again = again.withColumn("batch_id", F.lit(99).cast("bigint")).withColumn("kafka_partition", F.lit(7))
-    staged = iceberg.stage(spark, again, "lake.events", [PlannedRange(topic, 7, 0, 100)], 99)
+    staged = iceberg.stage(spark, Replace(again, "lake.events", [PlannedRange(topic, 7, 0, 100)], 99))
     try:
         read_back = staged.read_back(again.schema)
         arrow = staged.read_arrow(read_back.schema, 99)
@@ -236,7 +236,7 @@ def test_a_batch_reads_main_since_its_plan_not_the_history_before_and_still_find
     iceberg = IcebergFormat(IcebergCatalog.of(config))
     again = spark.table(iceberg.catalog.identifier("lake.events")).where(f"batch_id = {batch.batch_id}")
     ranges = batch.ranges
-    assert iceberg.stage(spark, again, "lake.events", ranges, batch.batch_id, txn=zombie).skipped
-    late = iceberg.replace_ranges(spark, again, "lake.events", ranges, batch.batch_id, txn=zombie)
+    assert iceberg.stage(spark, Replace(again, "lake.events", ranges, batch.batch_id, txn=zombie)).skipped
+    late = iceberg.replace_ranges(spark, Replace(again, "lake.events", ranges, batch.batch_id, txn=zombie))
     assert (late.version, late.written_by_fence) == (newer.table_version, zombie_fence + 1)
     assert max(walks) <= 20, walks

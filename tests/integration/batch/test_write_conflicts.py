@@ -19,7 +19,7 @@ from eos_ingest.errors import EosIngestError, FencedError, OffsetsLostError, Wri
 from eos_ingest.storage.delta import writer
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from eos_ingest.storage.lost_races import CONFLICT_ATTEMPTS_ENV
-from eos_ingest.storage.table_format import Txn, txn_app_id
+from eos_ingest.storage.table_format import Replace, Txn, txn_app_id
 from eos_ingest.storage.table_names import QUARANTINE, TABLE
 from tests.fixtures.pipelines import ingest_once, on_formats, table_count, verify_pipeline
 from tests.helpers.kafka import TxProducer
@@ -254,9 +254,16 @@ def test_a_superseded_attempt_writes_nothing_and_its_late_write_is_skipped_by_de
     app_id = txn_app_id(config.name, batch.batch_id, batch.created_at.isoformat(), "table")
     zombie_rows = spark.read.format("delta").load(str(config.output_path)).withColumn("name", F.lit("zombie"))
     late = writer.replace_ranges(
-        spark, zombie_rows.localCheckpoint(), str(config.output_path), batch.ranges, batch.batch_id,
-        config.output.partition_by, txn=Txn(app_id, zombie_fence),
-    )  # fmt: skip
+        spark,
+        Replace(
+            zombie_rows.localCheckpoint(),
+            str(config.output_path),
+            batch.ranges,
+            batch.batch_id,
+            config.output.partition_by,
+            txn=Txn(app_id, zombie_fence),
+        ),
+    )
     assert late.written_by_fence == winner_fence and late.version == won.table_version
     assert sorted(spark.read.format("delta").load(str(config.output_path)).collect()) == winner_rows
     with pytest.raises(FencedError):

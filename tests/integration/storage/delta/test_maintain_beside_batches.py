@@ -28,6 +28,7 @@ from eos_ingest.batch.sequence import run_fenced
 from eos_ingest.errors import MaintenanceBusyError, exit_code
 from eos_ingest.service.operations import maintain, open_store, plan_batch
 from eos_ingest.storage.delta import maintenance, writer
+from eos_ingest.storage.table_format import Replace
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.helpers.kafka import TxProducer
 
@@ -154,9 +155,15 @@ def replace_committed_mid_optimize(spark, config, store, first) -> dict | Mainte
     a file, so OPTIMIZE's first Spark job (after its transaction started) queues behind it."""
     rows = spark.read.format("delta").load(str(config.output_path)).where(f"batch_id = {first.batch_id}")
     staged = writer.stage(
-        spark, rows.localCheckpoint(), str(config.output_path), first.ranges, first.batch_id,
-        config.output.partition_by,
-    )  # fmt: skip
+        spark,
+        Replace(
+            rows.localCheckpoint(),
+            str(config.output_path),
+            first.ranges,
+            first.batch_id,
+            config.output.partition_by,
+        ),
+    )
     hold = Path(str(config.output_path) + ".hold")
     hold.write_text("")
     tracker = spark.sparkContext.statusTracker()

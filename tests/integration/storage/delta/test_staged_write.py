@@ -17,6 +17,7 @@ from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.storage.delta import staged_write
 from eos_ingest.storage.delta.staged_write import StagedReplace
 from eos_ingest.storage.delta.writer import Txn, commit_staged, replace_ranges, stage
+from eos_ingest.storage.table_format import Replace
 
 pytestmark = pytest.mark.integration
 
@@ -45,18 +46,22 @@ def test_staged_files_are_invisible_until_the_commit_and_a_killed_attempt_leaves
 ) -> None:
     path = str(tmp_path / "table")
     first = [PlannedRange("t", 0, 0, 50)]
-    replace_ranges(spark, make_rows(spark, 0, "old"), path, first, 1, txn=Txn(APP.format(1), 1))
+    replace_ranges(spark, Replace(make_rows(spark, 0, "old"), path, first, 1, txn=Txn(APP.format(1), 1)))
     before = parquet_files(path)
     wider = [PlannedRange("t", 0, 0, 100)]  # a backfill over the first batch and 50 more offsets
 
-    staged = stage(spark, make_rows(spark, 0, "new", range(100)), path, wider, 2, txn=Txn(APP.format(2), 1))
+    staged = stage(
+        spark, Replace(make_rows(spark, 0, "new", range(100)), path, wider, 2, txn=Txn(APP.format(2), 1))
+    )
     assert not staged.skipped and staged.added_paths
     assert parquet_files(path) > before  # the files are on disk ...
     assert values(path) == [(0, o, "old") for o in range(50)]  # ... and no reader sees them
     assert spark.read.format("delta").load(path).where("v = 'new'").count() == 0
 
     # A kill here: neither commit nor abort. The next attempt stages and commits on its own.
-    rerun = stage(spark, make_rows(spark, 0, "new", range(100)), path, wider, 2, txn=Txn(APP.format(2), 2))
+    rerun = stage(
+        spark, Replace(make_rows(spark, 0, "new", range(100)), path, wider, 2, txn=Txn(APP.format(2), 2))
+    )
     result = commit_staged(lambda: rerun, path, 2, txn=Txn(APP.format(2), 2))
     assert result.attempts == 1 and result.written_by_fence == 2
     assert values(path) == [(0, o, "new") for o in range(100)]  # once each, old rows replaced
@@ -66,10 +71,10 @@ def test_staged_files_are_invisible_until_the_commit_and_a_killed_attempt_leaves
 def test_an_aborted_staged_replace_deletes_its_files_and_commits_nothing(spark, tmp_path) -> None:
     path = str(tmp_path / "table")
     ranges = [PlannedRange("t", 0, 0, 50)]
-    replace_ranges(spark, make_rows(spark, 0, "old"), path, ranges, 1)
+    replace_ranges(spark, Replace(make_rows(spark, 0, "old"), path, ranges, 1))
     before, version = parquet_files(path), DeltaTable(path).version()
 
-    staged = stage(spark, make_rows(spark, 0, "new"), path, ranges, 2)
+    staged = stage(spark, Replace(make_rows(spark, 0, "new"), path, ranges, 2))
     assert set(staged.added_paths) <= parquet_files(path) - before
     staged.abort()  # what a failed gate does
 
@@ -83,7 +88,7 @@ def test_an_aborted_staged_replace_deletes_its_files_and_commits_nothing(spark, 
 
     # The first batch of a table: an abort leaves no folder behind either.
     fresh = str(tmp_path / "fresh")
-    first = stage(spark, make_rows(spark, 0, "new"), fresh, ranges, 1, partition_by=["event_date"])
+    first = stage(spark, Replace(make_rows(spark, 0, "new"), fresh, ranges, 1, partition_by=["event_date"]))
     assert first.added_paths and Path(fresh, "_delta_log").is_dir()
     first.abort()
     assert not Path(fresh).exists()
@@ -94,13 +99,15 @@ def test_a_staged_commit_that_loses_to_a_concurrent_writer_is_staged_and_checked
 ) -> None:
     path = str(tmp_path / "table")
     seed = make_rows(spark, 0, "seed", range(1)).union(make_rows(spark, 1, "seed", range(1)))
-    replace_ranges(spark, seed, path, [PlannedRange("t", 0, 0, 1), PlannedRange("t", 1, 0, 1)], 1)
+    replace_ranges(spark, Replace(seed, path, [PlannedRange("t", 0, 0, 1), PlannedRange("t", 1, 0, 1)], 1))
     mine = [PlannedRange("t", 0, 0, 1)]
     tries: list[StagedReplace] = []
     checked: list[list[str]] = []
 
     def stage_mine() -> StagedReplace:
-        tries.append(stage(spark, make_rows(spark, 0, f"mine-{len(tries) + 1}", range(1)), path, mine, 2))
+        tries.append(
+            stage(spark, Replace(make_rows(spark, 0, f"mine-{len(tries) + 1}", range(1)), path, mine, 2))
+        )
         return tries[-1]
 
     def check(staged: StagedReplace) -> None:  # the gate: reads what the commit will publish
@@ -108,7 +115,7 @@ def test_a_staged_commit_that_loses_to_a_concurrent_writer_is_staged_and_checked
         checked.append(sorted(r.v for r in back.collect()))  # (a rewrite keeps partition 1's row too)
         if len(checked) == 1:  # another writer commits between this try's staging and its commit
             replace_ranges(
-                spark, make_rows(spark, 1, "other", range(1)), path, [PlannedRange("t", 1, 0, 1)], 3
+                spark, Replace(make_rows(spark, 1, "other", range(1)), path, [PlannedRange("t", 1, 0, 1)], 3)
             )
 
     result = commit_staged(stage_mine, path, 2, txn=Txn(APP.format(2), 1), check=check, backoff_s=0.1)
@@ -124,10 +131,10 @@ def test_an_older_fence_stages_nothing_and_the_table_keeps_the_newer_write(spark
     path = str(tmp_path / "table")
     ranges = [PlannedRange("t", 0, 0, 50)]
     app = APP.format(7)
-    winner = replace_ranges(spark, make_rows(spark, 0, "winner"), path, ranges, 7, txn=Txn(app, 2))
+    winner = replace_ranges(spark, Replace(make_rows(spark, 0, "winner"), path, ranges, 7, txn=Txn(app, 2)))
     before = parquet_files(path)
 
-    zombie = stage(spark, make_rows(spark, 0, "zombie"), path, ranges, 7, txn=Txn(app, 1))
+    zombie = stage(spark, Replace(make_rows(spark, 0, "zombie"), path, ranges, 7, txn=Txn(app, 1)))
     assert zombie.skipped and not zombie.added_paths and parquet_files(path) == before
     result = commit_staged(lambda: zombie, path, 7, txn=Txn(app, 1))
     assert (result.version, result.written_by_fence) == (winner.version, 2)
@@ -137,10 +144,10 @@ def test_an_older_fence_stages_nothing_and_the_table_keeps_the_newer_write(spark
 def test_a_staged_row_outside_the_batch_ranges_fails_before_anything_is_committed(spark, tmp_path) -> None:
     path = str(tmp_path / "table")
     ranges = [PlannedRange("t", 0, 0, 50)]
-    replace_ranges(spark, make_rows(spark, 0, "old", range(1)), path, ranges, 1)
+    replace_ranges(spark, Replace(make_rows(spark, 0, "old", range(1)), path, ranges, 1))
 
     with pytest.raises(WriteError, match="DELTA_REPLACE_WHERE_MISMATCH"):
-        stage(spark, make_rows(spark, 0, "stray", [99]), path, ranges, 2)
+        stage(spark, Replace(make_rows(spark, 0, "stray", [99]), path, ranges, 2))
     assert values(path) == [(0, 0, "old")]
 
 
@@ -157,7 +164,7 @@ def test_the_counts_come_with_the_staged_pass_and_none_without_an_action(spark, 
     )
     observed, observation = parser.observe_split(parsed, 1)
     rows = observed.where(F.col(PARSE_ERROR).isNull()).drop(PARSE_ERROR, UNKNOWN_FIELDS)
-    stage(spark, rows, str(tmp_path / "table"), [PlannedRange("t", 0, 0, 10)], 1)
+    stage(spark, Replace(rows, str(tmp_path / "table"), [PlannedRange("t", 0, 0, 10)], 1))
 
     assert parser.observed_split(observation) == parser.Split(7, 3, 0, 0) == parser.count_split(parsed)
     # Nothing ran over the frame (Delta skipped the write, say): None, and the caller counts.
@@ -169,9 +176,11 @@ def test_read_back_holds_the_new_rows_and_the_rows_a_row_level_rewrite_keeps(spa
     """A replace of part of a file's rows rewrites the file: its kept rows (another batch's) are
     in staged files too, so the gate keeps only its own batch's rows of what it reads back."""
     path = str(tmp_path / "table")
-    replace_ranges(spark, make_rows(spark, 0, "old", range(20)), path, [PlannedRange("t", 0, 0, 20)], 1)
+    replace_ranges(
+        spark, Replace(make_rows(spark, 0, "old", range(20)), path, [PlannedRange("t", 0, 0, 20)], 1)
+    )
     new = make_rows(spark, 0, "new", range(4))
-    staged = stage(spark, new, path, [PlannedRange("t", 0, 0, 4)], 2)
+    staged = stage(spark, Replace(new, path, [PlannedRange("t", 0, 0, 4)], 2))
 
     back = staged.read_back(new.schema)
     assert sorted((r.kafka_offset, r.v) for r in back.collect()) == sorted(
@@ -204,9 +213,9 @@ def test_read_arrow_gives_the_gate_what_sparks_read_back_gives_without_a_spark_j
             .coalesce(1)
         )
 
-    replace_ranges(spark, rows(1, range(20)), path, [PlannedRange("t", 0, 0, 20)], 1, ["region"])
+    replace_ranges(spark, Replace(rows(1, range(20)), path, [PlannedRange("t", 0, 0, 20)], 1, ["region"]))
     new = rows(2, range(4))
-    staged = stage(spark, new, path, [PlannedRange("t", 0, 0, 4)], 2, ["region"])
+    staged = stage(spark, Replace(new, path, [PlannedRange("t", 0, 0, 4)], 2, ["region"]))
     assert any("north%20east" in p for p in staged.added_paths)  # Delta records the folder as a URI
 
     narrow = spark.createDataFrame([], schema).select("kafka_topic", "kafka_partition", "kafka_offset", "ts")
@@ -267,5 +276,5 @@ def test_outside_the_gate_nothing_is_staged(spark, tmp_path, monkeypatch: pytest
     monkeypatch.setattr(staged_write, "STAGING_ON", False)
     path = tmp_path / "table"
     with pytest.raises(ConfigError, match=r"delta-spark 4\.5\.0: .* tested on delta-spark 4\.4\.x only"):
-        stage(spark, make_rows(spark, 0, "v"), str(path), [PlannedRange("t", 0, 0, 50)], 1)
+        stage(spark, Replace(make_rows(spark, 0, "v"), str(path), [PlannedRange("t", 0, 0, 50)], 1))
     assert not path.exists()

@@ -23,6 +23,7 @@ from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.service.operations import maintain, open_store, plan_batch
 from eos_ingest.storage.delta import table_features
 from eos_ingest.storage.delta.writer import replace_ranges, stage
+from eos_ingest.storage.table_format import Replace
 from tests.fixtures.pipelines import ingest_once, verify_pipeline
 from tests.helpers.kafka import TxProducer
 
@@ -116,14 +117,14 @@ def test_abort_on_a_deletion_vector_table_never_deletes_the_live_file_it_re_adds
         rows = spark.createDataFrame(
             [("t", 0, o, batch_id, "x") for o in range(start, start + 50)], schema
         ).coalesce(1)
-        replace_ranges(spark, rows, str(path), [PlannedRange("t", 0, start, start + 50)], batch_id)
+        replace_ranges(spark, Replace(rows, str(path), [PlannedRange("t", 0, start, start + 50)], batch_id))
     alter(spark, path, "SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     spark.sql(f"OPTIMIZE delta.`{path}`")  # one file holds both batches
     before = identities(spark, path)
     monkeypatch.setattr(table_features, "check", lambda where, shape: None)  # past the refusal
 
     rerun = spark.createDataFrame([("t", 0, o, 3, "y") for o in range(0, 10)], schema).coalesce(1)
-    staged = stage(spark, rerun, str(path), [PlannedRange("t", 0, 0, 10)], 3)
+    staged = stage(spark, Replace(rerun, str(path), [PlannedRange("t", 0, 0, 10)], 3))
     actions = staged._actions
     re_added = [
         str(actions.apply(i).path())
@@ -151,7 +152,7 @@ def test_deletion_vectors_as_a_session_default_are_refused_on_a_new_table_and_le
     spark.conf.set(key, "true")
     try:
         with pytest.raises(ConfigError, match="deletion vectors"):
-            stage(spark, rows, str(tmp_path / "new"), [PlannedRange("t", 0, 0, 1)], 1)
+            stage(spark, Replace(rows, str(tmp_path / "new"), [PlannedRange("t", 0, 0, 1)], 1))
     finally:
         spark.conf.unset(key)
     left = [str(p) for p in (tmp_path / "new").rglob("*")] if (tmp_path / "new").exists() else []

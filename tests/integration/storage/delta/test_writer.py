@@ -13,6 +13,7 @@ import pytest
 from eos_ingest.errors import WriteConflictError, WriteError
 from eos_ingest.plan.ranges import PlannedRange
 from eos_ingest.storage.delta.writer import Txn, replace_ranges, version_written_by
+from eos_ingest.storage.table_format import Replace
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +31,7 @@ def test_two_concurrent_first_writes_of_a_batch_to_a_new_table_leave_one_copy(sp
     def attempt() -> None:
         start.wait()
         try:
-            replace_ranges(spark, rows, path, ranges, batch_id=1, partition_by=["event_date"])
+            replace_ranges(spark, Replace(rows, path, ranges, batch_id=1, partition_by=["event_date"]))
         except WriteError as exc:  # the loser of the race may be refused; it must not duplicate
             errors.append(exc)
 
@@ -50,12 +51,12 @@ def test_a_row_outside_the_batch_ranges_fails_the_write(spark, tmp_path) -> None
     path = str(tmp_path / "table")
     ranges = [PlannedRange("t", 0, 0, 50)]
     replace_ranges(
-        spark, spark.createDataFrame([("t", 0, 1, "2026-11-22")], schema), path, ranges, batch_id=1
+        spark, Replace(spark.createDataFrame([("t", 0, 1, "2026-11-22")], schema), path, ranges, batch_id=1)
     )
     stray = spark.createDataFrame([("t", 0, 99, "2026-11-22")], schema)
 
     with pytest.raises(WriteError):
-        replace_ranges(spark, stray, path, ranges, batch_id=2)
+        replace_ranges(spark, Replace(stray, path, ranges, batch_id=2))
     assert [r.kafka_offset for r in spark.read.format("delta").load(path).collect()] == [1]
 
 
@@ -104,16 +105,20 @@ def values(spark, path: str) -> dict[tuple[int, int], str]:
 def test_a_concurrent_replace_on_disjoint_ranges_is_retried_and_both_land_once(spark, tmp_path) -> None:
     path = str(tmp_path / "table")
     seed = make_rows(spark, 0, "seed", range(1)).union(make_rows(spark, 1, "seed", range(1)))
-    replace_ranges(spark, seed, path, [PlannedRange("t", 0, 0, 1), PlannedRange("t", 1, 0, 1)], batch_id=1)
+    replace_ranges(
+        spark, Replace(seed, path, [PlannedRange("t", 0, 0, 1), PlannedRange("t", 1, 0, 1)], batch_id=1)
+    )
     gate = tmp_path / "gate"
     outcome: dict[str, object] = {}
 
     def slow_writer() -> None:  # the loser: its transaction is open while the other one commits
         try:
             outcome["result"] = replace_ranges(
-                spark, held_rows(spark, 0, "loser", gate), path, [PlannedRange("t", 0, 0, 1)],
-                batch_id=2, attempts=3, backoff_s=0.1,
-            )  # fmt: skip
+                spark,
+                Replace(held_rows(spark, 0, "loser", gate), path, [PlannedRange("t", 0, 0, 1)], batch_id=2),
+                attempts=3,
+                backoff_s=0.1,
+            )
         except Exception as exc:
             outcome["error"] = exc
 
@@ -121,7 +126,7 @@ def test_a_concurrent_replace_on_disjoint_ranges_is_retried_and_both_land_once(s
     thread.start()
     wait_for(gate / "started-1")
     winner = replace_ranges(
-        spark, make_rows(spark, 1, "winner", range(1)), path, [PlannedRange("t", 1, 0, 1)], 3
+        spark, Replace(make_rows(spark, 1, "winner", range(1)), path, [PlannedRange("t", 1, 0, 1)], 3)
     )
     (gate / "release-1").touch()
     wait_for(gate / "started-2")  # the retry
@@ -139,7 +144,7 @@ def test_a_conflict_on_every_try_raises_a_retriable_write_conflict_and_writes_no
 ) -> None:
     path = str(tmp_path / "table")
     replace_ranges(
-        spark, make_rows(spark, 0, "seed", range(1)), path, [PlannedRange("t", 0, 0, 1)], batch_id=1
+        spark, Replace(make_rows(spark, 0, "seed", range(1)), path, [PlannedRange("t", 0, 0, 1)], batch_id=1)
     )
     gate = tmp_path / "gate"
     outcome: dict[str, object] = {}
@@ -147,9 +152,11 @@ def test_a_conflict_on_every_try_raises_a_retriable_write_conflict_and_writes_no
     def loser() -> None:
         try:
             replace_ranges(
-                spark, held_rows(spark, 0, "loser", gate), path, [PlannedRange("t", 0, 0, 1)],
-                batch_id=2, attempts=2, backoff_s=0.1,
-            )  # fmt: skip
+                spark,
+                Replace(held_rows(spark, 0, "loser", gate), path, [PlannedRange("t", 0, 0, 1)], batch_id=2),
+                attempts=2,
+                backoff_s=0.1,
+            )
         except Exception as exc:
             outcome["error"] = exc
 
@@ -158,7 +165,8 @@ def test_a_conflict_on_every_try_raises_a_retriable_write_conflict_and_writes_no
     for n in (1, 2):
         wait_for(gate / f"started-{n}")
         replace_ranges(
-            spark, make_rows(spark, 1, f"other-{n}", range(1)), path, [PlannedRange("t", 1, 0, 1)], 2 + n
+            spark,
+            Replace(make_rows(spark, 1, f"other-{n}", range(1)), path, [PlannedRange("t", 1, 0, 1)], 2 + n),
         )
         (gate / f"release-{n}").touch()
     thread.join(timeout=300)
@@ -177,23 +185,25 @@ def test_delta_skips_a_write_whose_fence_is_not_above_the_recorded_one_for_that_
     ranges = [PlannedRange("t", 0, 0, 50)]
     app = "eos-ingest/p/batch-7/2026-11-24T00:00:00+00:00/table"
 
-    winner = replace_ranges(spark, make_rows(spark, 0, "winner"), path, ranges, 7, txn=Txn(app, 2))
-    zombie = replace_ranges(spark, make_rows(spark, 0, "zombie"), path, ranges, 7, txn=Txn(app, 1))
+    winner = replace_ranges(spark, Replace(make_rows(spark, 0, "winner"), path, ranges, 7, txn=Txn(app, 2)))
+    zombie = replace_ranges(spark, Replace(make_rows(spark, 0, "zombie"), path, ranges, 7, txn=Txn(app, 1)))
     assert set(values(spark, path).values()) == {"winner"}
     assert (zombie.version, zombie.written_by_fence) == (winner.version, 2)
 
     # The same attempt again (a retry after an ambiguous failure): skipped, its version still found.
-    again = replace_ranges(spark, make_rows(spark, 0, "again"), path, ranges, 7, txn=Txn(app, 2))
+    again = replace_ranges(spark, Replace(make_rows(spark, 0, "again"), path, ranges, 7, txn=Txn(app, 2)))
     assert set(values(spark, path).values()) == {"winner"}
     assert (again.version, again.written_by_fence) == (winner.version, 2)
     assert version_written_by(path, 7) == (winner.version, 2)
 
     # A later batch over the same ranges (a backfill) has its own app id: never skipped.
     backfill = "eos-ingest/p/batch-8/2026-11-24T01:00:00+00:00/table"
-    later = replace_ranges(spark, make_rows(spark, 0, "backfill"), path, ranges, 8, txn=Txn(backfill, 1))
+    later = replace_ranges(
+        spark, Replace(make_rows(spark, 0, "backfill"), path, ranges, 8, txn=Txn(backfill, 1))
+    )
     assert set(values(spark, path).values()) == {"backfill"} and len(values(spark, path)) == 50
     assert later.version == winner.version + 1 and later.written_by_fence == 1
 
     # A higher fence of the first batch writes again.
-    newer = replace_ranges(spark, make_rows(spark, 0, "newer"), path, ranges, 7, txn=Txn(app, 3))
+    newer = replace_ranges(spark, Replace(make_rows(spark, 0, "newer"), path, ranges, 7, txn=Txn(app, 3)))
     assert set(values(spark, path).values()) == {"newer"} and newer.written_by_fence == 3

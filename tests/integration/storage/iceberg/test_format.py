@@ -21,7 +21,7 @@ from eos_ingest.storage.iceberg.branch import StagedBranch
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from eos_ingest.storage.iceberg.format import IcebergFormat
 from eos_ingest.storage.iceberg.refs import PublishConflictError
-from eos_ingest.storage.table_format import Txn
+from eos_ingest.storage.table_format import Replace, Txn
 from tests.fixtures.postgres import postgres_database
 
 pytestmark = pytest.mark.integration
@@ -64,10 +64,11 @@ def test_a_staged_branch_is_invisible_on_main_until_it_is_published(spark, icebe
     ranges = [PlannedRange(topic, 0, 0, 5)]
     txn = Txn(f"app/{topic}", 1)
     iceberg.replace_ranges(
-        spark, frame(spark, topic, range(5), 1, "old"), TABLE, ranges, 1, txn=Txn(f"app/{topic}/0", 1)
+        spark,
+        Replace(frame(spark, topic, range(5), 1, "old"), TABLE, ranges, 1, txn=Txn(f"app/{topic}/0", 1)),
     )
 
-    staged = iceberg.stage(spark, frame(spark, topic, range(5), 2, "new"), TABLE, ranges, 2, txn=txn)
+    staged = iceberg.stage(spark, Replace(frame(spark, topic, range(5), 2, "new"), TABLE, ranges, 2, txn=txn))
 
     assert isinstance(staged, StagedBranch) and not staged.skipped
     assert rows_on(spark, iceberg, topic) == [(o, "old") for o in range(5)]  # main unchanged
@@ -87,10 +88,10 @@ def test_a_zombie_older_fence_never_reaches_main(spark, iceberg) -> None:
     app = f"app/{topic}"
     # The zombie (fence 1) staged its branch before the newer attempt (fence 2) published.
     zombie = iceberg.stage(
-        spark, frame(spark, topic, range(3), 7, "zombie"), TABLE, ranges, 7, txn=Txn(app, 1)
+        spark, Replace(frame(spark, topic, range(3), 7, "zombie"), TABLE, ranges, 7, txn=Txn(app, 1))
     )
     newer = iceberg.replace_ranges(
-        spark, frame(spark, topic, range(3), 7, "newer"), TABLE, ranges, 7, txn=Txn(app, 2)
+        spark, Replace(frame(spark, topic, range(3), 7, "newer"), TABLE, ranges, 7, txn=Txn(app, 2))
     )
     assert newer.written_by_fence == 2
 
@@ -98,13 +99,13 @@ def test_a_zombie_older_fence_never_reaches_main(spark, iceberg) -> None:
         zombie.commit()
     # Staged anew (as commit_staged does after a lost publish), it is skipped: main holds fence 2.
     late = iceberg.replace_ranges(
-        spark, frame(spark, topic, range(3), 7, "zombie"), TABLE, ranges, 7, txn=Txn(app, 1)
+        spark, Replace(frame(spark, topic, range(3), 7, "zombie"), TABLE, ranges, 7, txn=Txn(app, 1))
     )
 
     assert rows_on(spark, iceberg, topic) == [(o, "newer") for o in range(3)]
     assert (late.version, late.written_by_fence) == (newer.version, 2)
     again = iceberg.replace_ranges(
-        spark, frame(spark, topic, range(3), 7, "same"), TABLE, ranges, 7, txn=Txn(app, 2)
+        spark, Replace(frame(spark, topic, range(3), 7, "same"), TABLE, ranges, 7, txn=Txn(app, 2))
     )
     assert again.written_by_fence == 2 and rows_on(spark, iceberg, topic) == [(o, "newer") for o in range(3)]
     assert not [b for b in iceberg.catalog.java_table(spark, TABLE).refs().keySet() if "batch7_" in b]
@@ -116,12 +117,12 @@ def test_a_rerun_replaces_exactly_its_ranges_and_keeps_the_rows_beside_them(spar
         frame(spark, topic, range(10), 1, "first", partition=1)
     )
     iceberg.replace_ranges(
-        spark, both, TABLE, [PlannedRange(topic, 0, 0, 10), PlannedRange(topic, 1, 0, 10)], 1
+        spark, Replace(both, TABLE, [PlannedRange(topic, 0, 0, 10), PlannedRange(topic, 1, 0, 10)], 1)
     )
 
     # A backfill of offsets 3-6 of partition 0: its files also hold the other offsets and partition 1.
     iceberg.replace_ranges(
-        spark, frame(spark, topic, range(3, 6), 2, "again"), TABLE, [PlannedRange(topic, 0, 3, 6)], 2
+        spark, Replace(frame(spark, topic, range(3, 6), 2, "again"), TABLE, [PlannedRange(topic, 0, 3, 6)], 2)
     )
 
     found = spark.table(iceberg.catalog.identifier(TABLE)).where(f"kafka_topic = '{topic}'").collect()
@@ -145,16 +146,18 @@ def test_a_publish_that_loses_to_a_commit_on_main_is_staged_and_checked_anew_and
         if len(checked) == 1:  # a concurrent backfill reaches main after our branch was cut
             iceberg.replace_ranges(
                 spark,
-                frame(spark, topic, range(4), 9, "theirs", partition=1),
-                TABLE,
-                theirs,
-                9,
-                txn=Txn("other", 1),
+                Replace(
+                    frame(spark, topic, range(4), 9, "theirs", partition=1),
+                    TABLE,
+                    theirs,
+                    9,
+                    txn=Txn("other", 1),
+                ),
             )
 
     result = iceberg.commit_staged(
         lambda: iceberg.stage(
-            spark, frame(spark, topic, range(4), 8, "ours"), TABLE, ours, 8, txn=Txn("ours", 1)
+            spark, Replace(frame(spark, topic, range(4), 8, "ours"), TABLE, ours, 8, txn=Txn("ours", 1))
         ),
         TABLE,
         8,
@@ -198,7 +201,7 @@ def test_a_branch_cut_that_loses_to_a_commit_on_main_is_cut_anew_and_lands_once(
     monkeypatch.setattr(iceberg_refs, "commit_refs", racing)
     result = iceberg.commit_staged(
         lambda: iceberg.stage(
-            spark, frame(spark, topic, range(4), 7, "ours"), TABLE, ranges, 7, txn=Txn(topic, 1)
+            spark, Replace(frame(spark, topic, range(4), 7, "ours"), TABLE, ranges, 7, txn=Txn(topic, 1))
         ),
         TABLE,
         7,
@@ -222,11 +225,13 @@ def test_a_table_is_created_with_the_pipelines_partition_transforms(spark, icebe
     )
     iceberg.replace_ranges(
         spark,
-        rows,
-        "events.parted",
-        [PlannedRange(topic, 0, 0, 6)],
-        1,
-        ("day(ts)", "bucket(4, v)", "kafka_topic"),
+        Replace(
+            rows,
+            "events.parted",
+            [PlannedRange(topic, 0, 0, 6)],
+            1,
+            ("day(ts)", "bucket(4, v)", "kafka_topic"),
+        ),
     )
 
     spec = iceberg.catalog.java_table(spark, "events.parted").spec()

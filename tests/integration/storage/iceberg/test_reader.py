@@ -27,6 +27,7 @@ from eos_ingest.service.status import pipeline_status
 from eos_ingest.service.trends import pipeline_trends
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from eos_ingest.storage.iceberg.format import IcebergFormat
+from eos_ingest.storage.table_format import Replace
 from eos_ingest.storage.table_formats import output_reader
 from eos_ingest.storage.table_names import QUARANTINE, TABLE, output_names
 from tests.fixtures.pipelines import iceberg_output, ingest_once, write_pipeline
@@ -92,7 +93,7 @@ def test_the_gate_reads_a_staged_branch_with_pyiceberg_as_spark_reads_it(spark, 
         .withColumn("kafka_topic", F.lit("other"))
         .withColumn("batch_id", F.lit(99).cast("bigint"))
     )
-    staged = iceberg.stage(spark, again, config.output.table, other, 99)
+    staged = iceberg.stage(spark, Replace(again, config.output.table, other, 99))
     try:
         read_back = staged.read_back(again.schema)
         schema = read_back.schema  # as the gate passes it: the read-back frame's (its nullability too)
