@@ -76,6 +76,14 @@ def data_files(config) -> set[str]:
     return {p.name for p in Path(config.output.path).rglob("*.parquet")}
 
 
+def replace_of(spark, config, table: str, offsets: range, batch_id: int, label: str, txn: Txn) -> Replace:
+    """The replace of `offsets` of the topic's partition 0 by frame()'s rows labelled `label`."""
+    rows = frame(spark, config.name, offsets, batch_id, label)
+    return Replace(
+        rows, table, [PlannedRange(config.name, 0, offsets.start, offsets.stop)], batch_id, txn=txn
+    )
+
+
 def test_maintain_compacts_and_removes_a_failed_attempt_s_branch_and_a_crashed_attempt_s_orphans(
     spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -84,28 +92,14 @@ def test_maintain_compacts_and_removes_a_failed_attempt_s_branch_and_a_crashed_a
     for i in range(2):  # two small committed writes: two files (rewrite_data_files needs 2)
         offsets = range(i * 5, i * 5 + 5)
         fmt.replace_ranges(
-            spark,
-            Replace(
-                frame(spark, config.name, offsets, 100 + i, "kept"),
-                table,
-                [PlannedRange(config.name, 0, offsets.start, offsets.stop)],
-                100 + i,
-                txn=Txn(f"app{i}", 1),
-            ),
+            spark, replace_of(spark, config, table, offsets, 100 + i, "kept", Txn(f"app{i}", 1))
         )
     # A failed attempt: staged on its branch, never published.
     failed = planned(store, config, 10, 15)
     fence = store.take_fence(failed.batch_id)
-    ranges = [PlannedRange(config.name, 0, 10, 15)]
     fmt.stage(
         spark,
-        Replace(
-            frame(spark, config.name, range(10, 15), failed.batch_id, "failed"),
-            table,
-            ranges,
-            failed.batch_id,
-            txn=Txn("failed", fence),
-        ),
+        replace_of(spark, config, table, range(10, 15), failed.batch_id, "failed", Txn("failed", fence)),
     )
     assert store.fail_batch(failed.batch_id, fence, "crashed")
     stale = branch_name(failed.batch_id, Txn("failed", fence))
@@ -142,39 +136,16 @@ def test_maintain_compacts_and_removes_a_failed_attempt_s_branch_and_a_crashed_a
 def test_a_running_attempt_s_branch_survives_maintain_and_publishes_after_it(spark, tmp_path: Path) -> None:
     config, store, fmt = pipeline(tmp_path, "iceflight", "lake.flight")
     table = config.output_tables[0]
-    fmt.replace_ranges(
-        spark,
-        Replace(
-            frame(spark, config.name, range(5), 1, "old"),
-            table,
-            [PlannedRange(config.name, 0, 0, 5)],
-            1,
-            txn=Txn("first", 1),
-        ),
-    )
+    fmt.replace_ranges(spark, replace_of(spark, config, table, range(5), 1, "old", Txn("first", 1)))
     batch = planned(store, config, 5, 10)
-    ranges = [PlannedRange(config.name, 0, 5, 10)]
     zombie_fence, fence = store.take_fence(batch.batch_id), store.take_fence(batch.batch_id)
     running = fmt.stage(
-        spark,
-        Replace(
-            frame(spark, config.name, range(5, 10), batch.batch_id, "running"),
-            table,
-            ranges,
-            batch.batch_id,
-            txn=Txn("b", fence),
-        ),
+        spark, replace_of(spark, config, table, range(5, 10), batch.batch_id, "running", Txn("b", fence))
     )
     # The older attempt, fenced out, staged after the running one was cut (a zombie).
     fmt.stage(
         spark,
-        Replace(
-            frame(spark, config.name, range(5, 10), batch.batch_id, "zombie"),
-            table,
-            ranges,
-            batch.batch_id,
-            txn=Txn("b", zombie_fence),
-        ),
+        replace_of(spark, config, table, range(5, 10), batch.batch_id, "zombie", Txn("b", zombie_fence)),
     )
     zombie = branch_name(batch.batch_id, Txn("b", zombie_fence))
     assert {running.branch, zombie} <= refs(fmt, spark, table)
