@@ -70,8 +70,10 @@ def batch(spark: SparkSession, config: PipelineConfig, batch_id: int, first: int
 
     writer.commit_staged(stage, str(config.output_path), batch_id, txn=txn, check=check)
     quarantine = parser.quarantine_rows(parsed, config)
-    txn = writer.Txn(f"class-archive/{batch_id}/quarantine", 1)
-    writer.replace_ranges(spark, Replace(quarantine, str(config.quarantine_path), ranges, batch_id, txn=txn))
+    quarantine_txn = writer.Txn(f"class-archive/{batch_id}/quarantine", 1)
+    writer.replace_ranges(
+        spark, Replace(quarantine, str(config.quarantine_path), ranges, batch_id, txn=quarantine_txn)
+    )
 
 
 def main(work: Path) -> None:
