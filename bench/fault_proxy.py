@@ -73,13 +73,16 @@ class FaultProxy:
     upstream: str
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _fault: _Fault | None = None
-    fired: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, method, path)
+    fired: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, method, path) since arm()
 
     def arm(self, kind: str, match: Match, delay_s: float = 0.0, times: int = 1) -> None:
-        """The next `times` requests `match` takes get `kind` (see the module)."""
+        """The next `times` requests `match` takes get `kind` (see the module); `fired` starts
+        empty, so that it tells what this fault did, not what an earlier one (a test before, in
+        the session's one proxy) did."""
         assert kind in ("503", "drop", "slow", "503-unforwarded", "409-unforwarded", "403-unforwarded"), kind
         with self._lock:
             self._fault = _Fault(kind, match, delay_s, times)
+            self.fired.clear()
 
     def disarm(self) -> None:
         with self._lock:
@@ -127,6 +130,21 @@ def commits_to_a_batch_branch(table: str) -> Match:
             return False
         text = body.decode("utf-8", "replace").replace(" ", "")
         return '"add-snapshot"' in text and '"ref-name":"eos_batch' in text
+
+    return match
+
+
+def cuts_a_batch_branch(table: str) -> Match:
+    """A commit to `table` that creates a batch's branch (`eos_batch<id>_f<fence>`) and adds no
+    snapshot: the stage's branch cut, before anything is written on it."""
+
+    def match(method: str, path: str, body: bytes) -> bool:
+        if method != "POST" or not path.rstrip("/").endswith(f"/tables/{table}"):
+            return False
+        text = body.decode("utf-8", "replace").replace(" ", "")
+        return (
+            '"set-snapshot-ref"' in text and '"ref-name":"eos_batch' in text and '"add-snapshot"' not in text
+        )
 
     return match
 

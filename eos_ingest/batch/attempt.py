@@ -195,7 +195,14 @@ class BatchAttempt:
             # passed (Spark writes one empty file for it, which a failed first batch would leave
             # in a new quarantine table's folder).
             self.quarantine = self._quarantine_replace(0)
-        self.quarantine.wait()  # staged and counted, or its error: then neither table is published
+        try:
+            self.quarantine.wait()  # staged and counted, or its error: then neither table is published
+        except Exception:
+            # A failed stage is dropped, not kept: after a lost race (its branch cut, say) the next
+            # try stages the quarantine anew rather than raising this try's error again.
+            self.quarantine.release()
+            self.quarantine = None
+            raise
         log.info("batch %s: phase %s", self.batch_id, "write")
 
     def publish_table(self) -> int:

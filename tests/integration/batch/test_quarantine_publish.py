@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from bench.fault_proxy import FaultProxy, publishes_main
+from bench.fault_proxy import FaultProxy, cuts_a_batch_branch, publishes_main
 from eos_ingest.batch.attempt import PAUSE_BEFORE_TABLE_COMMIT_ENV
 from eos_ingest.batch.quarantine_replace import (
     PAUSE_BEFORE_QUARANTINE_COMMIT_ENV,
@@ -293,6 +293,42 @@ def test_a_quarantine_publish_that_fails_after_the_table_s_leaves_the_batch_plan
 
     assert store.get_batch(backfill.batch_id).status.value == "committed"
     assert_backfilled(spark, config, backfill.batch_id)
+
+
+ICEBERG_COMMIT_TRIES = 5
+
+
+@on_formats("iceberg")
+def test_a_quarantine_stage_that_loses_its_branch_cut_once_is_staged_anew_by_the_next_try(
+    spark, kafka_bootstrap, make_topic, make_pipeline, control_db_url, monkeypatch, request, table_format
+) -> None:
+    """The quarantine's stage cuts its branch as a commit of its own, which a concurrent writer of
+    the quarantine table (an ingest beside a backfill) can win: the REST catalog answers the first
+    cut 409. The try is lost and the next try stages both replaces anew, so the batch commits; on
+    7fb9f13 every try raised the first stage's error again and the batch gave up, exit 75."""
+    monkeypatch.setenv("EOS_WRITE_CONFLICT_ATTEMPTS", "3")
+    make_pipeline, proxy = on_rest_catalog(request, monkeypatch, make_pipeline, table_format)
+    assert proxy is not None
+    topic = make_topic(partitions=1)
+    values = [{"id": i, "name": "x", "amount": 1.0, "code": "A7" if i == 5 else i} for i in range(10)]
+    TxProducer(kafka_bootstrap).transaction(topic, values, commit=True, partition=0)
+    config = make_pipeline([topic], control_db_url, value={"format": "json", "schema": FIRST_SCHEMA})
+    # Iceberg retries a refused commit of ref changes itself (commit.retry.num-retries, 4): the
+    # cut is lost to this try once all five are refused.
+    quarantine = config.output.quarantine_table.split(".", 1)[1]
+    proxy.arm("409-unforwarded", cuts_a_batch_branch(quarantine), times=ICEBERG_COMMIT_TRIES)
+
+    result = ingest_once(spark, config)
+
+    assert len(proxy.fired) == ICEBERG_COMMIT_TRIES, proxy.fired
+    assert result is not None and (result.records_written, result.records_quarantined) == (9, 1)
+    store = open_store(config)
+    assert store.get_batch(result.batch_id).status.value == "committed"
+    assert offsets(spark, config, TABLE) == {o: result.batch_id for o in range(10) if o != 5}
+    assert offsets(spark, config, QUARANTINE) == {5: result.batch_id}
+    assert staged_branches(spark, config, TABLE) == staged_branches(spark, config, QUARANTINE) == []
+    report = verify_pipeline(spark, config)
+    assert report.ok and report.expected == 10, report.to_dict()
 
 
 def bad_records_kept(bootstrap: str, topic: str, end: int) -> int:
