@@ -21,7 +21,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from eos_ingest.errors import KafkaUnavailableError, TopicNotFoundError
-from eos_ingest.kafka.admin import TRANSIENT_ERRORS, admin_client, topic_problems, watched_admin, with_retries
+from eos_ingest.kafka.admin import TRANSIENT_ERRORS, topic_problems, watched_admin, with_retries
 from eos_ingest.plan.identity import KafkaIdentity
 from eos_ingest.plan.ranges import PartitionOffsets
 
@@ -48,6 +48,17 @@ def _list(
 ) -> dict[tuple[str, int], int]:
     futures = admin.list_offsets(spec_by_tp, isolation_level=isolation, request_timeout=timeout_s)
     return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+
+def _check_answered(found: Mapping[tuple[str, int], int], what: str) -> None:
+    """A transient KafkaException (retried, then KafkaUnavailableError) for a partition answered
+    with no offset: librdkafka answered -1001 (OFFSET_INVALID) without an error while the
+    partition's leader moved in a cluster (seen in `make chaos CHAOS_BROKERS=3`)."""
+    missing = sorted(f"{t}[{p}]: {o}" for (t, p), o in found.items() if o < 0)
+    if missing:
+        raise KafkaException(
+            KafkaError(KafkaError.LEADER_NOT_AVAILABLE, f"no {what} in the answer for {', '.join(missing)}")
+        )
 
 
 def fetch_partition_offsets(
@@ -78,6 +89,8 @@ def fetch_partition_offsets(
         stables = _list(
             admin, {tp: OffsetSpec.latest() for tp in tps}, IsolationLevel.READ_COMMITTED, timeout_s_now
         )
+        _check_answered(starts, "log start")
+        _check_answered(stables, "last stable offset")
         return [
             PartitionOffsets(topic=t, partition=p, log_start=starts[(t, p)], last_stable=stables[(t, p)])
             for t, p in sorted(starts)
@@ -99,20 +112,45 @@ def offsets_for_time(
     topic: str,
     partitions: Sequence[int],
     timestamp_ms: int,
+    *,
     timeout_s: float = 15.0,
+    deadline_s: float = 30.0,
+    backoff_s: float = 1.0,
 ) -> dict[int, int]:
-    """First offset of each partition whose timestamp is >= timestamp_ms (the LSO when none is)."""
-    admin = admin_client(kafka_settings, timeout_s)
+    """First offset of each partition whose timestamp is >= timestamp_ms (the LSO when none is).
+    Transient errors and partitions answered with no offset are retried for deadline_s, then
+    KafkaUnavailableError, as in fetch_partition_offsets."""
+    watched = watched_admin(kafka_settings, timeout_s)
     tps = [KafkaTopicPartition(topic, p) for p in partitions]
-    found = _list(
-        admin,
-        {tp: OffsetSpec.for_timestamp(timestamp_ms) for tp in tps},
-        IsolationLevel.READ_COMMITTED,
-        timeout_s,
+
+    def fetch(left_s: float) -> dict[int, int]:
+        timeout_s_now = min(timeout_s, left_s)
+        found = _list(
+            watched.client,
+            {tp: OffsetSpec.for_timestamp(timestamp_ms) for tp in tps},
+            IsolationLevel.READ_COMMITTED,
+            timeout_s_now,
+        )
+        stables = _list(
+            watched.client,
+            {tp: OffsetSpec.latest() for tp in tps},
+            IsolationLevel.READ_COMMITTED,
+            timeout_s_now,
+        )
+        _check_answered(stables, "last stable offset")
+        # Kafka answers -1 when no record is that recent: the range then ends at the stable end.
+        # Below that (-1001) is no answer, not "none that recent".
+        _check_answered({tp: o for tp, o in found.items() if o != -1}, f"offset of the time {timestamp_ms}")
+        return {p: (found[(topic, p)] if found[(topic, p)] >= 0 else stables[(topic, p)]) for p in partitions}
+
+    return with_retries(
+        f"reading the offsets of {topic} at the time {timestamp_ms}",
+        str(kafka_settings.get("bootstrap.servers", "?")),
+        fetch,
+        deadline_s,
+        backoff_s,
+        refusal=watched.refusal,
     )
-    stables = _list(admin, {tp: OffsetSpec.latest() for tp in tps}, IsolationLevel.READ_COMMITTED, timeout_s)
-    # Kafka answers -1 when no record is that recent: the range then ends at the stable end.
-    return {p: (found[(topic, p)] if found[(topic, p)] >= 0 else stables[(topic, p)]) for p in partitions}
 
 
 # -- identity: which cluster, which incarnation of each topic ---------------------------------------
