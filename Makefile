@@ -128,16 +128,21 @@ bench: stack-up
 # drops the commit coordinator's connection to PostgreSQL right after some commits' entries.
 # CHAOS_BROKERS=3 runs it on a 3-node cluster (stack/cluster.sh) whose broker kills take a
 # partition's leader, a writer's transaction coordinator and the active controller in turn.
+# CHAOS_NETWORK_FAULTS=N puts a TCP fault proxy (Toxiproxy) in front of each broker for the jobs'
+# Kafka clients and injects N faults spread over the chaos phase: latency, connection resets, a
+# black hole and a slow close in turn, each on one broker for 5 to 20 s (bench/chaos/network.py).
 CHAOS_RECORDS ?= 1000000
 CHAOS_KILLS ?= 100
 CHAOS_BROKER_RESTARTS ?= 5
 CHAOS_BROKERS ?= 1
+CHAOS_NETWORK_FAULTS ?= 0
 CHAOS_SECONDS ?= 3600
 CHAOS_MAX_MINUTES ?= 300
 CHAOS_FORMAT ?= delta
 chaos: setup
 	$(PY) -m bench.chaos --records $(CHAOS_RECORDS) --kills $(CHAOS_KILLS) \
-	  --broker-restarts $(CHAOS_BROKER_RESTARTS) --brokers $(CHAOS_BROKERS) --chaos-seconds $(CHAOS_SECONDS) \
+	  --broker-restarts $(CHAOS_BROKER_RESTARTS) --brokers $(CHAOS_BROKERS) \
+	  --network-faults $(CHAOS_NETWORK_FAULTS) --chaos-seconds $(CHAOS_SECONDS) \
 	  --max-minutes $(CHAOS_MAX_MINUTES) --format $(CHAOS_FORMAT) $(CHAOS_ARGS)
 
 # The main job, end to end on local defaults: setup, Kafka, `airflow standalone`, a demo stream,

@@ -7,7 +7,10 @@
 # Environment: EOS_STATE_DIR (default ./.state), KAFKA_NODES (3), KAFKA_CLUSTER_PORT (9192: node I
 # listens on KAFKA_CLUSTER_PORT+I-1 for clients, KAFKA_CLUSTER_CONTROLLER_PORT+I-1, default 9292,
 # for the quorum), KAFKA_CLUSTER_HOME (default $EOS_STATE_DIR/kafka-cluster-<port>), KAFKA_HEAP and
-# KAFKA_START_TIMEOUT as in stack.sh.
+# KAFKA_START_TIMEOUT as in stack.sh. KAFKA_CLUSTER_PROXIED_PORT and
+# KAFKA_CLUSTER_PROXIED_ADVERTISED_PORT (unset: none) give node I stack.sh's PROXIED listener, bound
+# to the first +I-1 and advertising the second +I-1, where a TCP fault proxy forwards to it
+# (bench/toxiproxy.py): clients that bootstrap at the advertised ports stay behind the proxy.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 STATE="${EOS_STATE_DIR:-$ROOT/.state}"
@@ -25,6 +28,10 @@ voters() {
 # stack.sh for node $1, with the node's ports, folder and the cluster's quorum.
 node() {
   local id="$1"; shift
+  if [[ -n "${KAFKA_CLUSTER_PROXIED_PORT:-}" ]]; then
+    export KAFKA_PROXIED_PORT=$((KAFKA_CLUSTER_PROXIED_PORT + id - 1))
+    export KAFKA_PROXIED_ADVERTISED_PORT=$((${KAFKA_CLUSTER_PROXIED_ADVERTISED_PORT:?KAFKA_CLUSTER_PROXIED_PORT needs KAFKA_CLUSTER_PROXIED_ADVERTISED_PORT} + id - 1))
+  fi
   KAFKA_PORT=$((PORT + id - 1)) KAFKA_CONTROLLER_PORT=$((CONTROLLER_PORT + id - 1)) \
     KAFKA_HOME_DIR="$HOME_DIR/node-$id" KAFKA_NODE_ID="$id" KAFKA_QUORUM_VOTERS="$(voters)" \
     KAFKA_CLUSTER_ID="$(cat "$HOME_DIR/cluster.id")" KAFKA_REPLICATION="${KAFKA_REPLICATION:-3}" \

@@ -34,10 +34,21 @@ class KafkaCluster:
     controller_port: int
     nodes: int = 3
     heap: str = "384m"
+    # Set: node i's PROXIED listener binds proxied_port + i - 1 and advertises
+    # proxied_advertised_port + i - 1, where a TCP fault proxy listens (bench/chaos/network.py).
+    proxied_port: int | None = None
+    proxied_advertised_port: int | None = None
 
     @property
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{self.port + i}" for i in range(self.nodes))
+
+    @property
+    def proxied_bootstrap(self) -> str:
+        """The nodes' addresses behind the fault proxy (the bootstrap when there is none)."""
+        if self.proxied_advertised_port is None:
+            return self.bootstrap
+        return ",".join(f"127.0.0.1:{self.proxied_advertised_port + i}" for i in range(self.nodes))
 
     def run(self, *args: str, timeout_s: float = 420) -> subprocess.CompletedProcess[str]:
         """cluster.sh with this cluster's nodes, ports and folder."""
@@ -51,6 +62,9 @@ class KafkaCluster:
             # Three JVMs starting at once on a loaded 2-core machine took 90 to 130 s here.
             "KAFKA_START_TIMEOUT": os.environ.get("KAFKA_START_TIMEOUT", "300"),
         }
+        if self.proxied_port is not None and self.proxied_advertised_port is not None:
+            env["KAFKA_CLUSTER_PROXIED_PORT"] = str(self.proxied_port)
+            env["KAFKA_CLUSTER_PROXIED_ADVERTISED_PORT"] = str(self.proxied_advertised_port)
         return subprocess.run(
             [str(CLUSTER), *args], env=env, text=True, capture_output=True, timeout=timeout_s, check=False
         )

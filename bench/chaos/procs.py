@@ -198,17 +198,29 @@ class Job:
 class Processes:
     """Registry of everything a run started, and its cleanup."""
 
-    def __init__(self, home: Path, env: dict[str, str], brokers: int = 1) -> None:
+    def __init__(self, home: Path, env: dict[str, str], brokers: int = 1, proxied: bool = False) -> None:
         self.home = home
         self.env = env
         self.jobs: list[Job] = []
         self.lock = threading.Lock()
-        self.kafka_port, self.controller_port, self.pg_port = free_ports(3)
+        self.kafka_port, self.controller_port, self.pg_port, proxied_port, advertised_port = free_ports(5)
+        # proxied: each broker also has a PROXIED listener at proxied_port (+ i - 1 on a cluster)
+        # that advertises advertised_port, where the fault proxy listens (bench/chaos/network.py).
+        self.proxied: tuple[int, int] | None = (proxied_port, advertised_port) if proxied else None
         # More than one broker: a cluster of stack/cluster.sh (bench/chaos/cluster.py) instead.
         self.cluster: KafkaCluster | None = None
         if brokers > 1:
-            base = free_base(2 * brokers)
-            self.cluster = KafkaCluster(home / "kafka-cluster", base, base + brokers, brokers)
+            base = free_base((4 if proxied else 2) * brokers)
+            if proxied:
+                self.proxied = (base + 2 * brokers, base + 3 * brokers)
+            self.cluster = KafkaCluster(
+                home / "kafka-cluster",
+                base,
+                base + brokers,
+                brokers,
+                proxied_port=self.proxied[0] if self.proxied else None,
+                proxied_advertised_port=self.proxied[1] if self.proxied else None,
+            )
         self.broker_started = False
         self.killed_node = 0  # a cluster's node broker_kill9 killed, which broker_up starts again
         self.postgres_started = False
@@ -256,6 +268,8 @@ class Processes:
             "KAFKA_CONTROLLER_PORT": str(self.controller_port),
             "KAFKA_HOME_DIR": str(self.home / "kafka"),
         }
+        if self.proxied is not None:
+            env["KAFKA_PROXIED_PORT"], env["KAFKA_PROXIED_ADVERTISED_PORT"] = map(str, self.proxied)
         return subprocess.run(
             [str(STACK), command], env=env, text=True, capture_output=True, timeout=timeout_s, check=False
         )

@@ -36,7 +36,8 @@ from sqlalchemy.engine import make_url
 from bench.chaos import check
 from bench.chaos.cluster import kill_target
 from bench.chaos.delta_coordinator import S3Store
-from bench.chaos.procs import REPO, Job, Processes, group_alive
+from bench.chaos.network import NetworkFaults
+from bench.chaos.procs import REPO, Job, Processes, free_ports, group_alive
 from bench.chaos.produce import SCHEMA, ProduceStats, TxWriter
 from bench.chaos.rest_catalog import CONN_ENV, CONN_ID, RestCatalog
 from bench.chaos.unknown_outcomes import (
@@ -76,6 +77,9 @@ class ChaosConfig:
     # More than 1: a cluster of that many nodes (replication 3, min.insync.replicas 2), whose broker
     # kills take a partition's leader, a writer's transaction coordinator and the controller in turn.
     brokers: int = 1
+    # Faults of the network between the jobs and the brokers, through a proxy per broker
+    # (bench/chaos/network.py): latency, connection resets, a black hole, a slow close in turn.
+    network_faults: int = 0
     postgres_restarts: int = 1
     zombies: int = 3
     backfills: int = 10
@@ -167,7 +171,7 @@ class ChaosRun:
             (self.home / "jvm").symlink_to(state / "jvm")
         self.env = {**os.environ, "EOS_STATE_DIR": str(self.home), "EOS_LOG_LEVEL": "INFO"}
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
-        self.procs = Processes(self.home, self.env, self.cfg.brokers)
+        self.procs = Processes(self.home, self.env, self.cfg.brokers, proxied=cfg.network_faults > 0)
         self.tally = Tally()
         self.stats = ProduceStats()
         self.stop = threading.Event()  # ends the chaos phase
@@ -188,6 +192,7 @@ class ChaosRun:
         self.s3: S3Store | None = None
         self.dropper: TcpFaultProxy | None = None
         self.unknown: UnknownPublishes | None = None
+        self.network: NetworkFaults | None = None
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -345,6 +350,15 @@ class ChaosRun:
     def setup(self) -> None:
         self.procs.broker_up()
         db_url = self.procs.postgres_up()
+        jobs_bootstrap = self.procs.bootstrap
+        if self.procs.proxied is not None:
+            proxied_port, advertised_port = self.procs.proxied
+            self.network = NetworkFaults(
+                self.home, self.cfg.brokers, proxied_port, advertised_port, free_ports(1)[0],
+                random.Random(self.cfg.seed + 3),
+            )  # fmt: skip
+            self.network.up()
+            jobs_bootstrap = self.network.bootstrap
         admin = AdminClient({"bootstrap.servers": self.procs.bootstrap, "log_level": 2})
         replicas = min(self.cfg.brokers, 3)
         admin.create_topics([NewTopic(self.topic, self.cfg.partitions, replicas)])[self.topic].result(60)
@@ -385,7 +399,7 @@ class ChaosRun:
                 {
                     "name": PIPELINE,
                     "topics": [self.topic],
-                    "kafka": {"bootstrap.servers": self.procs.bootstrap},
+                    "kafka": {"bootstrap.servers": jobs_bootstrap},
                     "start_from": "earliest",
                     "max_records_per_partition": self.cfg.batch_records,
                     "value": {"format": "json", "schema": SCHEMA},
@@ -398,6 +412,8 @@ class ChaosRun:
         rest = f", REST catalog {self.rest.server_uri} behind {output['catalog']['uri']}" if self.rest else ""
         if self.dropper is not None:
             rest = f", tables at {output['path']}, PostgreSQL behind the proxy at {self.dropper.port}"
+        if self.network is not None:
+            rest += f", the jobs' Kafka clients through the fault proxies at {jobs_bootstrap}"
         self.tally.note(
             f"home {self.home}, broker {self.procs.bootstrap}, postgres port {self.procs.pg_port}, "
             f"topic {self.topic}{rest}"
@@ -900,6 +916,7 @@ class ChaosRun:
         plan = sorted(
             [(t, "broker") for t in spread(cfg.broker_restarts, cfg.chaos_seconds)]
             + [(t, "postgres") for t in spread(cfg.postgres_restarts, cfg.chaos_seconds, offset=0.5)]
+            + [(t, "network") for t in spread(cfg.network_faults, cfg.chaos_seconds, offset=0.25)]
         )
         for at, what in plan:
             # Not before the first commit: the zombie pair, the backfills and maintain wait for it,
@@ -913,7 +930,11 @@ class ChaosRun:
                 self.stop.wait(0.5)
             if self.stop.is_set():
                 return
-            if what == "broker":
+            if what == "network":
+                assert self.network is not None
+                done = self.network.inject(len(self.network.injected), self.stop)
+                self.tally.note(f"network fault #{len(self.network.injected)}: {done}")
+            elif what == "broker":
                 node, role = kill_target(self.procs.cluster, self.topic, self.tally.broker_restarts, self.rng)
                 self.procs.broker_kill9(node)
                 self.stop.wait(self.rng.uniform(1, 5))
@@ -947,6 +968,7 @@ class ChaosRun:
             and backfills >= cfg.backfills
             and maintains >= cfg.maintains
             and (self.unknown is None or len(self.unknown.entries) >= self.unknown.quota)
+            and (self.network is None or len(self.network.injected) >= cfg.network_faults)
         )
 
     def chaos_phase(self) -> None:
@@ -978,6 +1000,8 @@ class ChaosRun:
 
     def catch_up(self) -> dict[str, Any]:
         """No chaos: make sure broker and DB are up, then `eos-ingest run` until nothing is new."""
+        if self.network is not None:
+            self.network.clear()
         self.procs.broker_up()
         self.procs.postgres_up()
         self.release_locks_of_dead_maintains()
@@ -1032,6 +1056,8 @@ class ChaosRun:
         outcome = {"planted_rows": planted, "verify": verify, "independent": own}
         if self.unknown is not None:
             outcome["unknown_publishes"] = self.unknown.report(self.batch_status)
+        if self.network is not None:
+            outcome["network_faults"] = self.network.report()
         return outcome
 
     def result(self, outcome: dict[str, Any]) -> dict[str, Any]:
@@ -1109,8 +1135,10 @@ def spread(count: int, seconds: float, offset: float = 1.0) -> list[float]:
 def ok(result: dict[str, Any]) -> bool:
     verify = result.get("verify", {})
     unknown = result.get("unknown_publishes") or {"quota": 0, "injected": 0, "as_expected": 0}
+    network = result.get("network_faults") or {"injected": 0}
     return (
         result.get("error") is None
+        and network["injected"] >= result["config"]["network_faults"]
         and unknown["injected"] >= unknown["quota"]
         and unknown["as_expected"] == unknown["injected"]
         and result["duplicates"] == 0
@@ -1140,6 +1168,8 @@ def run_chaos(cfg: ChaosConfig) -> dict[str, Any]:
         problems = run.procs.cleanup()
         if run.dropper is not None:
             run.dropper.close()
+        if run.network is not None:
+            run.network.down()
         if run.s3 is not None:
             try:
                 run.s3.down()
@@ -1168,6 +1198,9 @@ def run_chaos(cfg: ChaosConfig) -> dict[str, Any]:
                 k: result["unknown_publishes"][k] for k in ("injected", "by_kind", "as_expected")
             }
         summary["catalog"] = cfg.catalog if cfg.table_format == "iceberg" else None
+        if "network_faults" in result:
+            summary["network_faults"] = result["network_faults"]["by_kind"]
+        summary["brokers"] = cfg.brokers
         summary["records"] = cfg.records
         summary["file"] = path.name
         with (cfg.results_dir / "chaos.jsonl").open("a") as out:
@@ -1194,6 +1227,9 @@ def parse_args(argv: list[str] | None = None) -> ChaosConfig:
     p.add_argument("--brokers", type=int, default=d.brokers,
                    help="Kafka nodes: more than 1 runs a cluster (stack/cluster.sh) whose broker kills "
                    "take leaders, coordinators and the controller in turn")  # fmt: skip
+    p.add_argument("--network-faults", type=int, default=d.network_faults,
+                   help="faults of the network between the jobs and the brokers, through a proxy per "
+                   "broker: latency, connection resets, a black hole and a slow close in turn")  # fmt: skip
     p.add_argument("--postgres-restarts", type=int, default=d.postgres_restarts)
     p.add_argument("--zombies", type=int, default=d.zombies, help="planned batches submitted twice at once")
     p.add_argument("--backfills", type=int, default=d.backfills, help="backfills to run at least")
@@ -1257,9 +1293,11 @@ def main(argv: list[str] | None = None) -> int:
     brief = {k: result.get(k) for k in ("ok", "wall_seconds", "kills", "kills_by_phase", "broker_restarts",
                                         "postgres_restarts", "zombies_fenced", "batches", "maintains",
                                         "duplicates", "missing", "unexpected", "unknown_publishes",
-                                        "error", "result_file")}  # fmt: skip
+                                        "network_faults", "error", "result_file")}  # fmt: skip
     if brief.get("unknown_publishes"):
         brief["unknown_publishes"] = {k: v for k, v in brief["unknown_publishes"].items() if k != "entries"}
+    if brief.get("network_faults"):
+        brief["network_faults"] = {k: v for k, v in brief["network_faults"].items() if k != "faults"}
     print(json.dumps(brief, indent=2))
     return 0 if result["ok"] else 1
 
