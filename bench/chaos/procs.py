@@ -203,20 +203,25 @@ class Processes:
         self.env = env
         self.jobs: list[Job] = []
         self.lock = threading.Lock()
-        self.kafka_port, self.controller_port, self.pg_port, proxied_port, advertised_port = free_ports(5)
+        # Every port in one run below the ephemeral range (free_base): a port picked inside it was
+        # taken by another process's client socket before the broker bound it, once in make test
+        # ("Address already in use"). A cluster's nodes take 2 (4 with proxies) ports each.
+        per_node = (4 if proxied else 2) if brokers > 1 else 0
+        base = free_base(5 + per_node * brokers)
+        self.kafka_port, self.controller_port, self.pg_port = base, base + 1, base + 2
         # proxied: each broker also has a PROXIED listener at proxied_port (+ i - 1 on a cluster)
         # that advertises advertised_port, where the fault proxy listens (bench/chaos/network.py).
-        self.proxied: tuple[int, int] | None = (proxied_port, advertised_port) if proxied else None
+        self.proxied: tuple[int, int] | None = (base + 3, base + 4) if proxied else None
         # More than one broker: a cluster of stack/cluster.sh (bench/chaos/cluster.py) instead.
         self.cluster: KafkaCluster | None = None
         if brokers > 1:
-            base = free_base((4 if proxied else 2) * brokers)
+            first = base + 5
             if proxied:
-                self.proxied = (base + 2 * brokers, base + 3 * brokers)
+                self.proxied = (first + 2 * brokers, first + 3 * brokers)
             self.cluster = KafkaCluster(
                 home / "kafka-cluster",
-                base,
-                base + brokers,
+                first,
+                first + brokers,
                 brokers,
                 proxied_port=self.proxied[0] if self.proxied else None,
                 proxied_advertised_port=self.proxied[1] if self.proxied else None,
