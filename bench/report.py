@@ -212,7 +212,7 @@ def _one_batch_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     if rss:
         found.append(
             _check("peak RSS Python of (d)", f"<= {PYTHON_RSS_TARGET_MB:.0f} MB", rss,
-                   rss <= PYTHON_RSS_TARGET_MB, small or "CLI and pyspark driver, MB")
+                   rss <= PYTHON_RSS_TARGET_MB, small or "the CLI and the pyspark driver")
         )  # fmt: skip
     return found
 
