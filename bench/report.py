@@ -20,7 +20,11 @@ SYSTEMS: dict[str, str] = {
     "f": "audit of (d)'s batch: `eos-ingest audit`",
     "g": "ingest DAG run through airflow standalone, trigger -> success",
     "h": "`eos-ingest run --until-caught-up`, several batches in one Spark session",
+    "i": "`eos-ingest run` into an Iceberg table, one batch, gate included",
+    "j": "Iceberg's Kafka Connect sink, its worker already running: connector created -> table complete",
 }
+# The systems whose table is read back and compared with Kafka's read_committed view.
+ICEBERG_SYSTEMS = "ij"
 
 # `batch 7: phase read` (job and CLI), `pipeline demo: phase plan`, and the job's `batch 7 committed:`.
 PHASE_LINE = re.compile(
@@ -38,13 +42,19 @@ PHASE_OF_MARKER: dict[str, str] = {
     "committed": "finish",  # after the commit: the next batch's start, or Spark stop, JVM exit, summary
 }
 PHASES: tuple[str, ...] = ("start", *dict.fromkeys(PHASE_OF_MARKER.values()))
+PHASED_SYSTEMS = "dehi"  # the runs of `eos-ingest run`, which log the phase lines
 
 # Throughput targets (medians on the 2-core machine).
 RATIO_TARGET = 0.9  # d/b throughput, on >= 1M records, gate included
 GATE_SHARE_TARGET = 0.10  # gate seconds / (d) seconds
 AUDIT_SHARE_TARGET = 0.10  # (f) seconds / (d) seconds
 SMALL_BATCH_TARGET = 1.3  # (d) seconds / (b) seconds on 10k records
-DAG_SECONDS_TARGET = 60.0  # (g) trigger -> success on 10k records
+DAG_SECONDS_TARGET = 15.0  # (g) trigger -> success on 10k records (issue 52)
+ICEBERG_RATIO_TARGET = 1.0  # i/j throughput: eos-ingest on Iceberg vs Iceberg's own sink, clean
+DAG_OVER_RUN_TARGET = 1.2  # (g) seconds / (d) seconds on 1M records: what Airflow adds to a run
+PYTHON_RSS_TARGET_MB = 300.0  # (d)'s peak RSS of its Python processes, a 1M batch
+# The targets on "1M records" are met by the default workload: 1M produced, 950,000 committed.
+ONE_MILLION = 1_000_000
 
 
 def phase_markers(lines: Iterable[tuple[float, str]]) -> list[tuple[float, str]]:
@@ -126,10 +136,11 @@ def ratio(over: Mapping[str, Any], under: Mapping[str, Any]) -> float | None:
     return round(top / bottom, 3)
 
 
+RATIOS: tuple[tuple[str, str], ...] = (("d", "b"), ("d", "c"), ("d", "a"), ("i", "j"))
+
+
 def ratios(med: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
-    return {
-        f"{x}/{y}": ratio(med.get(x, {}), med.get(y, {})) for x, y in (("d", "b"), ("d", "c"), ("d", "a"))
-    }
+    return {f"{x}/{y}": ratio(med.get(x, {}), med.get(y, {})) for x, y in RATIOS}
 
 
 def _check(name: str, target: str, value: float | None, met: bool | None, note: str = "") -> dict[str, Any]:
@@ -137,53 +148,101 @@ def _check(name: str, target: str, value: float | None, met: bool | None, note: 
 
 
 def targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each throughput target this result can speak to: the measured figure and whether it is met."""
+    """Each throughput target this result can speak to: the measured figure and whether it is met.
+    A target whose systems the result did not measure is left out."""
+    if result.get("mode") == "small":
+        return [*_small_batch_targets(result), *_iceberg_targets(result)]
+    return [*_one_batch_targets(result), *_catch_up_targets(result), *_iceberg_targets(result)]
+
+
+def _on_one_million(result: Mapping[str, Any]) -> str:
+    """The note of a target set on 1M records, for a run of fewer (empty when it has them)."""
+    produced = int(result.get("records_produced", result.get("records_committed", 0)))
+    return "" if produced >= ONE_MILLION else f"only {produced:,} records: the target is on >= 1M"
+
+
+def _small_batch_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     med: Mapping[str, Mapping[str, Any]] = result.get("medians", {})
     records = int(result.get("records_committed", 0))
+    d, b, g = med.get("d", {}), med.get("b", {}), med.get("g", {})
     found = []
-    d, b = med.get("d", {}), med.get("b", {})
-    if result.get("mode") == "small":
-        if d.get("seconds") and b.get("seconds"):
-            times = round(d["seconds"] / b["seconds"], 3)
-            found.append(
-                _check("10k batch vs plain Spark", f"(d)/(b) seconds <= {SMALL_BATCH_TARGET}", times,
-                       times <= SMALL_BATCH_TARGET, f"{records:,} records")
-            )  # fmt: skip
-        g = med.get("g", {})
-        if g.get("seconds"):
-            found.append(
-                _check("DAG run of 10k", f"trigger -> success <= {DAG_SECONDS_TARGET:.0f} s", g["seconds"],
-                       g["seconds"] <= DAG_SECONDS_TARGET, f"{records:,} records")
-            )  # fmt: skip
-        return found
+    if d.get("seconds") and b.get("seconds"):
+        times = round(d["seconds"] / b["seconds"], 3)
+        found.append(
+            _check("10k batch vs plain Spark", f"(d)/(b) seconds <= {SMALL_BATCH_TARGET}", times,
+                   times <= SMALL_BATCH_TARGET, f"{records:,} records")
+        )  # fmt: skip
+    if g.get("seconds"):
+        found.append(
+            _check("DAG run of 10k", f"trigger -> success <= {DAG_SECONDS_TARGET:.0f} s", g["seconds"],
+                   g["seconds"] <= DAG_SECONDS_TARGET, f"{records:,} records")
+        )  # fmt: skip
+    return found
+
+
+def _one_batch_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The targets on one batch of the whole topic, (d), against what stands beside it."""
+    med: Mapping[str, Mapping[str, Any]] = result.get("medians", {})
+    records = int(result.get("records_committed", 0))
+    d, b, f, g = med.get("d", {}), med.get("b", {}), med.get("f", {}), med.get("g", {})
+    small = _on_one_million(result)
+    found = []
     db = ratio(d, b)
     if db is not None:
-        # The workload is 1M records produced, 5% of them in aborted transactions (as the issue sets it).
-        produced = int(result.get("records_produced", records))
-        note = "" if produced >= 1_000_000 else f"only {produced:,} records: the target is on >= 1M"
-        found.append(_check("d/b", f">= {RATIO_TARGET}", db, db >= RATIO_TARGET, note))
+        found.append(_check("d/b", f">= {RATIO_TARGET}", db, db >= RATIO_TARGET, small))
     gate = d.get("phases", {}).get("gate")
     if gate is not None and d.get("seconds"):
         share = round(gate / d["seconds"], 3)
         found.append(
             _check("gate share of (d)", f"<= {GATE_SHARE_TARGET:.0%}", share, share <= GATE_SHARE_TARGET)
         )
-    f = med.get("f", {})
     if f.get("seconds") and d.get("seconds"):
         share = round(f["seconds"] / d["seconds"], 3)
         found.append(
             _check("audit (f) vs (d)", f"<= {AUDIT_SHARE_TARGET:.0%}", share, share <= AUDIT_SHARE_TARGET,
                    "the audit is its own process (delta-rs and GX on pandas, no JVM)")
         )  # fmt: skip
-    h = med.get("h", {})
-    hb = ratio(h, b)
-    if hb is not None:
+    if g.get("seconds") and d.get("seconds"):
+        times = round(g["seconds"] / d["seconds"], 3)
         found.append(
-            _check("catch-up h/b", f">= {RATIO_TARGET}", hb, hb >= RATIO_TARGET,
-                   f"{records:,} records in {result.get('catch_up_batches')} batches"
-                   + ("" if records >= 4_750_000 else "; the target is 5M in batches of 1M"))
+            _check("DAG run vs `eos-ingest run`", f"(g)/(d) seconds <= {DAG_OVER_RUN_TARGET}", times,
+                   times <= DAG_OVER_RUN_TARGET, small or f"{records:,} records")
+        )  # fmt: skip
+    rss = d.get("peak_rss_python_mb")
+    if rss:
+        found.append(
+            _check("peak RSS Python of (d)", f"<= {PYTHON_RSS_TARGET_MB:.0f} MB", rss,
+                   rss <= PYTHON_RSS_TARGET_MB, small or "the CLI and the pyspark driver")
         )  # fmt: skip
     return found
+
+
+def _catch_up_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A backlog drained by (h) in batches against one plain Spark job (b) over all of it."""
+    med: Mapping[str, Mapping[str, Any]] = result.get("medians", {})
+    hb = ratio(med.get("h", {}), med.get("b", {}))
+    if hb is None:
+        return []
+    records = int(result.get("records_committed", 0))
+    produced = int(result.get("records_produced", records))
+    batches = int(result.get("catch_up_batches") or 1)
+    # The target's shape: 5M produced (4.75M committed), batches of 1M.
+    shaped = produced >= 5 * ONE_MILLION and produced / batches >= ONE_MILLION
+    note = f"{records:,} records in {batches} batches" + (
+        "" if shaped else "; the target is 5M in batches of 1M"
+    )
+    return [_check("catch-up h/b", f">= {RATIO_TARGET}", hb, hb >= RATIO_TARGET, note)]
+
+
+def _iceberg_targets(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """eos-ingest into Iceberg (i) against Iceberg's own Kafka Connect sink (j), clean, gate on."""
+    med: Mapping[str, Mapping[str, Any]] = result.get("medians", {})
+    ij = ratio(med.get("i", {}), med.get("j", {}))
+    if ij is None:
+        return []
+    note = _on_one_million(result) or f"{int(result.get('records_committed', 0)):,} records"
+    note += "; the sink's worker started before the clock"
+    return [_check("Iceberg i/j", f">= {ICEBERG_RATIO_TARGET}", ij, ij >= ICEBERG_RATIO_TARGET, note)]
 
 
 def _num(value: Any, digits: int = 0) -> str:
@@ -211,9 +270,9 @@ def render_table(result: Mapping[str, Any]) -> str:
 
 
 def render_phases(result: Mapping[str, Any]) -> str:
-    """Median seconds per phase of the systems that log phases (d, e, h)."""
+    """Median seconds per phase of the systems that log phases (eos-ingest's)."""
     med: Mapping[str, Mapping[str, Any]] = result.get("medians", {})
-    keys = [k for k in ("d", "e", "h") if med.get(k, {}).get("phases")]
+    keys = [k for k in PHASED_SYSTEMS if med.get(k, {}).get("phases")]
     if not keys:
         return ""
     rows = ["| phase | " + " | ".join(f"({k})" for k in keys) + " |", "|---|" + "---:|" * len(keys)]
@@ -239,7 +298,26 @@ def render_targets(result: Mapping[str, Any]) -> str:
 
 def render_ratios(result: Mapping[str, Any]) -> str:
     found = ratios(result.get("medians", {}))
-    return ", ".join(f"{k} = {_num(v, 3)}" for k, v in found.items())
+    # i/j only where both were measured: results of runs without Iceberg (and those before it was a
+    # system) would otherwise all carry an "i/j = -".
+    return ", ".join(f"{k} = {_num(v, 3)}" for k, v in found.items() if v is not None or k != "i/j")
+
+
+def render_table_checks(result: Mapping[str, Any]) -> str:
+    """The worst duplicate and missing counts of (i) and (j)'s tables over their runs."""
+    every: Mapping[str, Sequence[Mapping[str, Any]]] = result.get("every_run", {})
+    found = []
+    for key in ICEBERG_SYSTEMS:
+        runs = every.get(key) or []
+        if runs:
+            duplicates = max(int(r.get("duplicates", 0)) for r in runs)
+            missing = max(int(r.get("missing", 0)) for r in runs)
+            found.append(
+                f"({key}) at most {duplicates:,} duplicates and {missing:,} missing in {len(runs)} run(s)"
+            )
+    if not found:
+        return ""
+    return "Iceberg tables read back (no JVM) against Kafka's read_committed view: " + "; ".join(found) + "."
 
 
 def render_result(result: Mapping[str, Any], title: str) -> str:
@@ -260,6 +338,9 @@ def render_result(result: Mapping[str, Any], title: str) -> str:
         render_table(result),
         "",
     ]
+    checks = render_table_checks(result)
+    if checks:
+        parts += [checks, ""]
     if result.get("mode") != "small":
         parts += [f"Throughput ratios: {render_ratios(result)}.", ""]
     phases = render_phases(result)
@@ -268,7 +349,7 @@ def render_result(result: Mapping[str, Any], title: str) -> str:
     for error in result.get("errors", []):
         first = str(error.get("error", "")).strip().splitlines()[:1]
         parts += [f"Failed: ({error.get('system')}) run {error.get('run')}: {first[0] if first else '?'}", ""]
-    checks = render_targets(result)
-    if checks:
-        parts += ["Throughput targets:", "", checks, ""]
+    wanted = render_targets(result)
+    if wanted:
+        parts += ["Throughput targets:", "", wanted, ""]
     return "\n".join(parts)

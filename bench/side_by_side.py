@@ -10,7 +10,9 @@ records, 5% aborted), then runs each system `--runs` times, each into a fresh ta
 control DB for eos-ingest): (a) a raw read_committed consume, (b) a plain Spark batch job, (c)
 Structured Streaming AvailableNow, (d) `eos-ingest run`, (e) the same with the gate off, (f) the
 audit of (d)'s batch, (g) the ingest DAG through airflow standalone, (h) `eos-ingest run
---until-caught-up` in `--catch-up-batches` batches. Every Spark system runs on local[2].
+--until-caught-up` in `--catch-up-batches` batches, (i) `eos-ingest run` into an Iceberg table, (j)
+Iceberg's own Kafka Connect sink on a worker started before the clock (bench/iceberg_systems.py).
+Every Spark system runs on local[2].
 
 The result goes to bench/results/bench-<stamp>.json; bench/README.md and bench/charts/*.png are
 regenerated from the latest full, small and catch-up results. See bench/README.md.
@@ -19,6 +21,7 @@ regenerated from the latest full, small and catch-up results. See bench/README.m
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -32,14 +35,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import growth_report, object_storage_report, report  # noqa: E402
+from bench import growth_report, iceberg_systems, object_storage_report, report  # noqa: E402
 from bench.iceberg_connect import report as iceberg_connect_report  # noqa: E402
+from bench.iceberg_connect.measure import committed_view  # noqa: E402
 from bench.measure import Measured, RssPoller, run_measured  # noqa: E402
 from bench.workload import SCHEMA, Workload, produce  # noqa: E402
 from eos_ingest import paths  # noqa: E402
@@ -50,7 +55,10 @@ MASTER = "local[2]"
 RESULTS = REPO / "bench" / "results"
 CHARTS = REPO / "bench" / "charts"
 AIRFLOW_SH = REPO / "scripts" / "airflow.sh"
-ALL_SYSTEMS = "abcdefgh"
+ALL_SYSTEMS = "abcdefghij"
+# A result with these is a complete one, the README's main table: results from before (i) and (j)
+# were systems of the bench have only these.
+COMPLETE_SYSTEMS = "abcdefgh"
 SMALL_SYSTEMS = "bdg"
 CATCH_UP_SYSTEMS = "bh"  # --catch-up: a backlog drained in one Spark session vs plain Spark
 TIMEOUT_S = 3600
@@ -115,6 +123,17 @@ class Bench:
         self.d_configs: dict[int, tuple[Path, int]] = {}
         self.errors: list[dict[str, Any]] = []
 
+    @functools.cached_property
+    def expected(self) -> np.ndarray:
+        """Kafka's read_committed view of the topic (every partition and offset), read once, untimed:
+        (i) and (j)'s tables are compared with it."""
+        return committed_view(self.args.bootstrap, self.w.topic, self.w.records_committed)
+
+    @functools.cached_property
+    def sink_jars(self) -> Path:
+        """The Connect worker's classpath, fetched (Maven) before the first (j), untimed."""
+        return iceberg_systems.sink_jars()
+
     def attempt(self, key: str, n: int, step: Any, *args: Any) -> None:
         """Run one system once; a failure is kept (key, run, message) and the bench goes on."""
         try:
@@ -161,13 +180,23 @@ class Bench:
         self.record(key, m, delta_rows(home / "table"))
 
     def eos_run(
-        self, key: str, n: int, per_partition: int, *extra: str, command: str = "eos_ingest.cli"
+        self,
+        key: str,
+        n: int,
+        per_partition: int,
+        *extra: str,
+        command: str = "eos_ingest.cli",
+        iceberg: bool = False,
     ) -> None:
-        """`eos-ingest run` (or bench.ungated's run without the gate: `command`), whole process."""
+        """`eos-ingest run` (or bench.ungated's run without the gate: `command`), whole process;
+        into a Delta table, or with `iceberg` an Iceberg one, read back and checked afterwards."""
         home = self.home(key, n)
-        config = write_pipeline(
-            home, pipeline_doc("bench", self.w.topic, self.args.bootstrap, home, per_partition)
-        )
+        if iceberg:
+            config = iceberg_systems.eos_pipeline(home, self.args.bootstrap, self.w.topic, per_partition)
+        else:
+            config = write_pipeline(
+                home, pipeline_doc("bench", self.w.topic, self.args.bootstrap, home, per_partition)
+            )
         argv = [
             sys.executable,
             "-m",
@@ -179,6 +208,7 @@ class Bench:
             MASTER,
             *extra,
         ]
+        started_wall = time.time()
         m = run_measured(argv, env={**os.environ, "EOS_LOG_LEVEL": "INFO"}, timeout_s=TIMEOUT_S)
         summary = json.loads(m.stdout)
         batches = summary.get("batches", [summary])
@@ -187,9 +217,21 @@ class Bench:
         records = sum(b["records_read"] for b in batches)
         phases = report.phase_seconds(m.lines, m.seconds)
         per_batch = {"read_per_batch": report.seconds_per_batch(m.lines, m.seconds, "read")}
-        self.record(key, m, records, phases=phases, batches=len(batches), **per_batch)
+        table = iceberg_systems.eos_table(home, self.expected, started_wall) if iceberg else {}
+        self.record(key, m, records, phases=phases, batches=len(batches), **per_batch, **table)
+        if iceberg:
+            iceberg_systems.refuse_unless_exactly_once(key, table)
         if key == "d":
             self.d_configs[n] = (config, batches[0]["batch_id"])
+
+    def run_j(self, n: int, jars: Path) -> None:
+        """Iceberg's Kafka Connect sink into a fresh table, its worker started before the clock."""
+        home = self.home("j", n)
+        m, table = iceberg_systems.run_sink(
+            home, self.args.bootstrap, self.w.topic, self.expected, jars, free_port()
+        )
+        self.record("j", m, int(self.expected.size) - table["missing"], **table)
+        iceberg_systems.refuse_unless_exactly_once("j", table)
 
     def run_f(self, n: int) -> None:
         if n not in self.d_configs:
@@ -230,6 +272,10 @@ class Bench:
                 self.attempt(key, n, self.run_f, n)
             elif key == "h":
                 self.attempt(key, n, self.eos_run, "h", n, per_batch, "--until-caught-up")
+            elif key == "i":
+                self.attempt(key, n, lambda: self.eos_run("i", n, big, iceberg=True))
+            elif key == "j":
+                self.attempt(key, n, lambda: self.run_j(n, self.sink_jars))
 
     def run_dag(self) -> None:
         """(g): one airflow standalone, a pipeline (own table and control DB) per run, each triggered."""
@@ -314,13 +360,14 @@ def git_commit() -> str:
 
 
 def latest(mode: str, *, complete: bool | None = None) -> dict[str, Any] | None:
-    """The newest result of `mode`; with complete=True only a full run of every system (a)-(h),
-    with complete=False only one of fewer systems (--systems)."""
+    """The newest result of `mode`; with complete=True only a run of every system of
+    COMPLETE_SYSTEMS, (a)-(h), with or without (i) and (j); with complete=False only one of fewer
+    systems (--systems)."""
     for path in sorted(RESULTS.glob("bench-*.json"), reverse=True):
         result = json.loads(path.read_text())
         if result.get("mode") != mode:
             continue
-        if complete is not None and (set(result.get("systems") or "") >= set(ALL_SYSTEMS)) != complete:
+        if complete is not None and (set(result.get("systems") or "") >= set(COMPLETE_SYSTEMS)) != complete:
             continue
         return dict(result)
     return None
@@ -337,8 +384,9 @@ def write_charts(result: dict[str, Any]) -> list[str]:
     keys = [k for k in report.SYSTEMS if med.get(k, {}).get("records_per_s")]
     fig, ax = plt.subplots(figsize=(8, 4))
     short = {"a": "consume", "b": "plain Spark", "c": "AvailableNow", "d": "eos run", "e": "gate off",
-             "f": "audit", "g": "DAG run", "h": "catch-up"}  # fmt: skip
-    colors = ["#1f77b4" if k in "defgh" else "#999999" for k in keys]
+             "f": "audit", "g": "DAG run", "h": "catch-up", "i": "eos run, Iceberg",
+             "j": "Iceberg's Connect sink"}  # fmt: skip
+    colors = ["#1f77b4" if k in "defghi" else "#999999" for k in keys]
     keys.reverse()  # (a) on top
     bars = ax.barh(
         [f"({k}) {short[k]}" for k in keys], [med[k]["records_per_s"] for k in keys], color=colors[::-1]
@@ -354,7 +402,7 @@ def write_charts(result: dict[str, Any]) -> list[str]:
     fig.savefig(CHARTS / "throughput.png", dpi=100)
     plt.close(fig)
     written = ["charts/throughput.png"]
-    phased = [k for k in ("d", "e", "h") if med.get(k, {}).get("phases")]
+    phased = [k for k in report.PHASED_SYSTEMS if med.get(k, {}).get("phases")]
     if phased:
         fig, ax = plt.subplots(figsize=(8, 4))
         bottom = [0.0] * len(phased)
@@ -363,7 +411,8 @@ def write_charts(result: dict[str, Any]) -> list[str]:
             ax.barh([f"({k})" for k in phased], values, left=bottom, label=phase)
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
         ax.set_xlabel("seconds (median)")
-        ax.set_title("phases of eos-ingest run: (d) gate on, (e) gate off, (h) catch-up", fontsize=9)
+        what = {"d": "(d) gate on", "e": "(e) gate off", "h": "(h) catch-up", "i": "(i) Iceberg"}
+        ax.set_title("phases of eos-ingest run: " + ", ".join(what[k] for k in phased), fontsize=9)
         ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.18))
         fig.tight_layout()
         fig.savefig(CHARTS / "phases.png", dpi=100)
@@ -378,8 +427,9 @@ Generated by `make bench` (bench/side_by_side.py) from the latest results in `be
 do not edit by hand, edit `README_HEAD` in bench/side_by_side.py.
 
 ```bash
-make bench                                         # >= 1M records, medians of 3, systems (a)-(h)
+make bench                                         # >= 1M records, medians of 3, systems (a)-(j)
 make bench BENCH_ARGS="--records 100000 --runs 1"  # smaller; --systems abd picks systems
+make bench BENCH_ARGS="--systems ij"               # the Iceberg side by side only: (i) and (j), their ratio
 make bench BENCH_ARGS=--small                      # 10k records: (b), (d) and (g), for the small-batch targets
 make bench BENCH_ARGS=--no-dag                     # without (g) (no airflow standalone)
 ```
@@ -388,9 +438,9 @@ One run produces its own workload on the broker of `make stack-up` (`--bootstrap
 `$EOS_KAFKA_BOOTSTRAP` or 127.0.0.1:`$KAFKA_PORT`, 9092): `--records` JSON values of about 200 B,
 round-robin over 6 partitions, from a transactional producer in transactions of 5,000 records (or
 fewer, so that a small run still has 20), every 20th aborted (5%). Every system then reads that same topic, `--runs` times (default 3), each time into a fresh
-Delta table (and a fresh SQLite control DB for eos-ingest); the figures are medians. Every Spark
+Delta table ((i) and (j): a fresh Iceberg table and catalog), and a fresh SQLite control DB for eos-ingest; the figures are medians. Every Spark
 system runs with `--master local[2]`, driver memory 2g, the same jars and Delta settings. The
-eos-ingest job's driver JVM ((d), (e), (g), (h)) maps the class-data archive `make setup` wrote
+eos-ingest job's driver JVM ((d), (e), (g), (h), (i)) maps the class-data archive `make setup` wrote
 (`eos_ingest/spark/class_archive.py`) and runs the parallel collector
 (the driver JVM profile "two-core", `spark_session.DRIVER_JVM_PROFILES`), as it does for any user of eos-ingest on a local
 master; (b) and (c) are a user's own spark-submit with the JVM's defaults. The same archive given
@@ -407,11 +457,25 @@ machine, 2026-11-26, with G1).
 | (f) | `eos-ingest audit --config ... --batch-id N` on (d)'s batch, whole process (delta-rs and GX on pandas: no JVM) |
 | (g) | the ingest DAG (spark_ingest + validate + publish) through airflow standalone: REST trigger to success; airflow starts once (in a temporary folder) and each run has its own pipeline |
 | (h) | `eos-ingest run --until-caught-up` in `--catch-up-batches` batches (default 5), whole process |
+| (i) | (d) into an Iceberg table: `output.format: iceberg` (bench/iceberg_connect/eos_side.py's pipeline: the JDBC catalog on the run's SQLite control DB, a local warehouse), one batch of everything, gate included, whole process |
+| (j) | Apache Iceberg's own Kafka Connect sink (`iceberg-kafka-connect` 1.12.0, standalone Connect 4.3 worker, bench/iceberg_connect/worker.py) into a fresh table: from the REST request that creates the connector on a worker already running to the commit time of the first snapshot holding every committed record |
+
+(i) against (j) is issue 52's comparison as a user would make it: users keep a Connect worker
+running and give it a connector, so (j)'s worker starts (JVM, plugins) before the clock and the
+clock starts at `POST /connectors`; eos-ingest is timed from its command to its process's end
+(after the publish; the publish itself, `published_s`, is in the result file). The sink runs as
+bench/iceberg_connect describes below (JDBC catalog on SQLite, commit interval 1 s, `tasks.max=1`,
+read_committed, `KafkaMetadataTransform`), its jars fetched by `bench/iceberg_connect/jars.sh`
+(Maven) before its first run. Both tables are read back without a JVM (catalog row, metadata JSON,
+Avro manifests, Parquet) and compared with Kafka's read_committed view of the topic (read once,
+untimed): a duplicate, a missing or an unexpected record fails the run. The
+clock of `python -m bench.iceberg_connect` (below) starts at the worker's start instead (JVM
+start-up included); it remains the tool for the runs with SIGKILLs.
 
 records/s and MB/s (value bytes of the committed records) are over the whole process. Peak RSS is
 the largest sum, sampled every 0.2 s over the process tree, of the `java` processes (the driver
 JVM; local mode has no other) and of the Python processes (CLI, pyspark driver); for (g) the tree
-is all of airflow standalone. The phases of (d), (e) and (h) come from the log lines
+is all of airflow standalone, for (j) the worker's JVM (sampled every 0.25 s from its start). The phases of (d), (e), (h) and (i) come from the log lines
 `batch N: phase X` (job) and `phase plan` / `phase submit` (CLI, `EOS_LOG_LEVEL=INFO`), stamped on
 arrival: `start` (process start to the first line), `plan`, `spark_start` (spark-submit to the
 read: JVM, session, fence), `read` (read, parse, counts and the
@@ -419,7 +483,15 @@ table's staged files: one pass), `gate`, `write` (the table's commit, the quaran
 replace), `check`, `commit`, `finish` (after the commit: Spark stop, JVM exit, summary); a
 catch-up sums them over its batches. Ratios are throughput ratios (records/s over records/s).
 Every run checks its count: the Delta log's output rows for (b) and (c), the batch summary for
-(d), (e) and (h), the consumer's count for (a), against the committed records.
+(d), (e), (h) and (i), the consumer's count for (a), the table read back for (i) and (j), against
+the committed records.
+
+The targets table of each result holds every target it can speak to (medians; a target whose
+systems the result did not measure is left out): d/b >= 0.9 and the gate and the audit each <= 10%
+of (d); issue 52's: (i)/(j) >= 1.0 (clean, gate on), the backlog (h)/(b) >= 0.9 on 5M in batches
+of 1M (`--catch-up`), the DAG run of 1M (g) <= 1.2x the bare run (d) in seconds, (d)'s Python
+peak RSS <= 300 MB, and with `--small` (d) <= 1.3x (b) in seconds and the DAG run of 10k <= 15 s
+trigger to success. A run on fewer records than a target's says so in its note.
 
 A system that fails is named in the result file (`errors`) and here, the others still run, and
 `make bench` exits 1. `make bench BENCH_ARGS=--readme-only` regenerates this file and the charts from the results alone.
@@ -441,7 +513,7 @@ def render_readme(
             "![records/s per system](charts/throughput.png)",
             "",
         ]
-        if any(full["medians"].get(k, {}).get("phases") for k in "deh"):
+        if any(full["medians"].get(k, {}).get("phases") for k in report.PHASED_SYSTEMS):
             parts += ["![phases of (d)](charts/phases.png)", ""]
     else:
         parts += ["No full run yet.", ""]

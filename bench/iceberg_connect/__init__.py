@@ -7,4 +7,7 @@
 a local warehouse; `table.py` reads the table's current snapshot without a JVM; `measure.py` times
 the way to a table holding every committed record and counts duplicates and missing records
 against Kafka's read_committed view; `report.py` renders its section of bench/README.md.
+
+`make bench` runs the same sink and eos-ingest on Iceberg as its systems (j) and (i), clean, through
+bench/iceberg_systems.py (the sink's worker started before the clock: `measure.run(worker_running=True)`).
 """

@@ -13,8 +13,6 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
-
 from bench.chaos.procs import Processes, free_ports
 from bench.iceberg_connect import eos_side, measure
 from bench.iceberg_connect.worker import REPO, SinkConfig, jars_dir, versions
@@ -62,12 +60,7 @@ def main() -> None:
         per_tx = max(1, min(5000, args.records // 20))
         workload = produce(bootstrap, topic, args.records, args.partitions, per_tx)
         log(f"{workload.records_committed:,} committed of {workload.records_produced:,} in {topic}")
-        expected = measure.committed_keys(bootstrap, topic)
-        if expected.size != workload.records_committed:
-            raise RuntimeError(
-                f"read_committed view has {expected.size} records, the producer committed {workload.records_committed}"
-            )
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        expected = measure.committed_view(bootstrap, topic, workload.records_committed)
         runs = []
         plan = [
             (side, kind, kills) for side in sides for kind, kills in (("clean", 0), ("chaos", args.kills))
@@ -88,8 +81,7 @@ def main() -> None:
                 )  # fmt: skip
             else:
                 config = SinkConfig(bootstrap, topic, name, home / name, args.tasks, args.commit_interval_ms)
-                control = config.control_topic
-                admin.create_topics([NewTopic(control, 1, 1)])[control].result(timeout=60)
+                measure.create_control_topic(config)
                 assert jars is not None
                 result = measure.run(
                     config, jars, free_ports(1)[0], expected, kills, window,

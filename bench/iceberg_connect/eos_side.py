@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -112,10 +113,27 @@ def run(
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     result.seconds_observed = time.monotonic() - started
-    read = table.read_keys(home / "control.db", NAMESPACE, TABLE, COLUMNS)
-    result.final = result.at_complete = compare(read.keys, expected)
-    result.snapshots, result.data_files = read.snapshots, read.data_files
-    snap = table.current_snapshot(table.metadata(home / "control.db", NAMESPACE, TABLE))
-    if snap is not None and not result.errors:
-        result.seconds = snap["timestamp-ms"] / 1000 - result.started_wall
+    check = check_table(home, expected)
+    result.final = result.at_complete = check.counts
+    result.snapshots, result.data_files = check.snapshots, check.data_files
+    if check.published_wall is not None and not result.errors:
+        result.seconds = check.published_wall - result.started_wall
     return result
+
+
+@dataclass(frozen=True)
+class TableCheck:
+    """A run's table read back (table.read_keys) and compared with Kafka's read_committed view."""
+
+    counts: dict[str, int]  # rows, duplicates, missing, unexpected (measure.compare)
+    snapshots: int
+    data_files: int
+    published_wall: float | None  # the current snapshot's commit time, seconds since the epoch
+
+
+def check_table(home: Path, expected: np.ndarray) -> TableCheck:
+    """The table of the pipeline written by `pipeline(home, ...)`, as it is now."""
+    read = table.read_keys(home / "control.db", NAMESPACE, TABLE, COLUMNS)
+    snap = table.current_snapshot(table.metadata(home / "control.db", NAMESPACE, TABLE))
+    published = None if snap is None else snap["timestamp-ms"] / 1000
+    return TableCheck(compare(read.keys, expected), read.snapshots, read.data_files, published)

@@ -25,7 +25,10 @@ JsonConverter without schemas, `KafkaMetadataTransform` for the partition and of
 `isolation.level=read_committed`, `session.timeout.ms=10000`, `tasks.max=1`. `seconds` is the
 commit time of the first snapshot holding every committed record less the worker's start (JVM
 start-up included); the table is read without a JVM (catalog row, metadata JSON, Avro manifests,
-Parquet) and compared with the read_committed view, again 5 s after that.
+Parquet) and compared with the read_committed view, again 5 s after that. The clean comparison
+of issue 52 is `make bench`'s (i) and (j) above (`make bench BENCH_ARGS="--systems ij"`): the same
+sink and reader, on the bench's topic, with the sink's worker started before the clock; this tool
+remains the one for the runs with SIGKILLs.
 
 `--sides connect,eos` (the default) runs eos-ingest on the same topic the same two ways
 (bench/iceberg_connect/eos_side.py): `eos-ingest run --until-caught-up --master local[2]` on an

@@ -10,12 +10,15 @@ to it (Connect's exactly-once support, KIP-618, is for source connectors).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 JARS_SH = Path(__file__).resolve().parent / "jars.sh"
@@ -94,37 +97,38 @@ class SinkConfig:
             ]
         )
 
+    def sink_settings(self) -> dict[str, str]:
+        """The connector's configuration: its properties file, or the body of a REST request."""
+        return {
+            "name": self.table,
+            "connector.class": CONNECTOR,
+            "tasks.max": str(self.tasks),
+            "topics": self.topic,
+            "consumer.override.isolation.level": "read_committed",
+            # A SIGKILLed member stays in the group until its session expires: the default 45 s
+            # would stall every restart that long.
+            "consumer.override.session.timeout.ms": str(self.session_timeout_ms),
+            "iceberg.tables": f"{NAMESPACE}.{self.table}",
+            "iceberg.tables.auto-create-enabled": "true",
+            "iceberg.control.topic": self.control_topic,
+            "iceberg.control.commit.interval-ms": str(self.commit_interval_ms),
+            "iceberg.catalog.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+            "iceberg.catalog.uri": f"jdbc:sqlite:{self.catalog_db}",
+            "iceberg.catalog.warehouse": str(self.warehouse),
+            # topic, partition, offset and timestamp of each record as columns
+            "transforms": "meta",
+            "transforms.meta.type": METADATA,
+        }
+
     def sink_properties(self) -> str:
-        return "\n".join(
-            [
-                f"name={self.table}",
-                f"connector.class={CONNECTOR}",
-                f"tasks.max={self.tasks}",
-                f"topics={self.topic}",
-                "consumer.override.isolation.level=read_committed",
-                # A SIGKILLed member stays in the group until its session expires: the default 45 s
-                # would stall every restart that long.
-                f"consumer.override.session.timeout.ms={self.session_timeout_ms}",
-                f"iceberg.tables={NAMESPACE}.{self.table}",
-                "iceberg.tables.auto-create-enabled=true",
-                f"iceberg.control.topic={self.control_topic}",
-                f"iceberg.control.commit.interval-ms={self.commit_interval_ms}",
-                "iceberg.catalog.catalog-impl=org.apache.iceberg.jdbc.JdbcCatalog",
-                f"iceberg.catalog.uri=jdbc:sqlite:{self.catalog_db}",
-                f"iceberg.catalog.warehouse={self.warehouse}",
-                # topic, partition, offset and timestamp of each record as columns
-                "transforms=meta",
-                f"transforms.meta.type={METADATA}",
-                "",
-            ]
-        )
+        return "\n".join([*(f"{key}={value}" for key, value in self.sink_settings().items()), ""])
 
 
 class ConnectWorker:
     """One worker JVM at a time; `kill()` is SIGKILL of its process group, `start()` a new one."""
 
     def __init__(self, config: SinkConfig, jars: Path, rest_port: int, heap: str = "1g") -> None:
-        self.config, self.jars, self.heap = config, jars, heap
+        self.config, self.jars, self.rest_port, self.heap = config, jars, rest_port, heap
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         config.home.mkdir(parents=True, exist_ok=True)
@@ -137,7 +141,9 @@ class ConnectWorker:
     def log_path(self) -> Path:
         return self.config.home / f"connect-{self.starts}.log"
 
-    def start(self) -> None:
+    def start(self, with_connector: bool = True) -> None:
+        """A new worker JVM; without the connector it idles until `create_connector()` (a worker
+        that users keep running, given a new connector through its REST API)."""
         home = self.config.home
         self.starts += 1
         argv = [
@@ -148,10 +154,46 @@ class ConnectWorker:
             f"{self.jars}/*",
             "org.apache.kafka.connect.cli.ConnectStandalone",
             str(home / "worker.properties"),
-            str(home / "sink.properties"),
+            *([str(home / "sink.properties")] if with_connector else []),
         ]
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    def rest(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """One request to the worker's REST API; the answer's JSON."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.rest_port}{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method=method,
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.loads(answer.read() or b"null")
+
+    def wait_ready(self, timeout_s: float = 120) -> None:
+        """Until the worker lists its connectors: its REST server and its herder are up."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not self.alive():
+                raise RuntimeError(f"the Connect worker exited while starting: {self.log_path}")
+            try:
+                self.rest("GET", "/connectors")
+                return
+            except OSError as exc:  # not listening yet, or still starting (HTTPError is one)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"the Connect worker is not ready after {timeout_s:.0f} s: {exc}"
+                    ) from exc
+            time.sleep(0.2)
+
+    def create_connector(self) -> None:
+        """The sink on this worker, as a user adds one to a running worker (POST /connectors)."""
+        settings = self.config.sink_settings()
+        self.rest("POST", "/connectors", {"name": settings["name"], "config": settings})
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -189,3 +189,121 @@ def test_readme_section_names_a_failed_system():
     result = full_result(d_s=80.0, b_s=40.0, gate_s=8.0, audit_s=4.0)
     result["errors"] = [{"system": "g", "run": 1, "error": "airflow.sh up failed:\nlong tail"}]
     assert "Failed: (g) run 1: airflow.sh up failed:" in report.render_result(result, "x")
+
+
+def test_the_iceberg_ratio_is_eos_ingest_over_the_sink_in_records_per_second():
+    med = {"i": {"records_per_s": 50_000.0}, "j": {"records_per_s": 40_000.0}}
+    assert report.ratios(med)["i/j"] == 1.25
+    assert report.ratios({"i": med["i"]})["i/j"] is None
+
+
+def iceberg_result(i_s: float, j_s: float, produced: int = 1_000_000) -> dict:
+    records = produced * 95 // 100
+    med = {key: report.throughput(records, records * 200, s) for key, s in (("i", i_s), ("j", j_s))}
+    return {"mode": "full", "records_produced": produced, "records_committed": records, "medians": med}
+
+
+@pytest.mark.parametrize(
+    ("i_s", "j_s", "measured", "met"),
+    [(16.0, 16.7, 1.044, True), (21.7, 16.7, 0.77, False), (20.0, 20.0, 1.0, True)],
+)
+def test_iceberg_target_is_eos_ingest_at_least_as_fast_as_the_sink(i_s, j_s, measured, met):
+    (row,) = report.targets(iceberg_result(i_s, j_s))
+    assert (row["target"], row["wanted"], row["measured"], row["met"]) == (
+        "Iceberg i/j",
+        ">= 1.0",
+        measured,
+        met,
+    )
+    assert "the sink's worker started before the clock" in row["note"]
+    assert "only" not in row["note"]
+
+
+def test_iceberg_target_says_when_the_run_is_smaller_than_1m_and_needs_both_sides():
+    (row,) = report.targets(iceberg_result(10.0, 12.0, produced=20_000))
+    assert row["note"].startswith("only 20,000 records: the target is on >= 1M")
+    one_side = iceberg_result(10.0, 12.0)
+    del one_side["medians"]["j"]
+    assert report.targets(one_side) == []
+
+
+def one_batch_result(
+    d_s: float, g_s: float | None, python_mb: float | None, produced: int = 1_000_000
+) -> dict:
+    records = produced * 95 // 100
+    med = {"d": {**report.throughput(records, records * 200, d_s), "peak_rss_python_mb": python_mb}}
+    if g_s is not None:
+        med["g"] = report.throughput(records, records * 200, g_s)
+    return {"mode": "full", "records_produced": produced, "records_committed": records, "medians": med}
+
+
+@pytest.mark.parametrize(
+    ("d_s", "g_s", "python_mb", "expected"),
+    [
+        (24.8, 29.0, 280.0, {"DAG run vs `eos-ingest run`": (1.169, True), "peak RSS Python of (d)": (280.0, True)}),
+        (24.8, 39.2, 601.0, {"DAG run vs `eos-ingest run`": (1.581, False), "peak RSS Python of (d)": (601.0, False)}),
+        (20.0, 24.0, 300.0, {"DAG run vs `eos-ingest run`": (1.2, True), "peak RSS Python of (d)": (300.0, True)}),
+        # No DAG run in the result (--no-dag), no RSS figure: those rows are left out.
+        (24.8, None, None, {}),
+    ],
+)  # fmt: skip
+def test_dag_over_run_and_python_rss_targets_of_a_1m_batch(d_s, g_s, python_mb, expected):
+    found = {
+        t["target"]: (t["measured"], t["met"]) for t in report.targets(one_batch_result(d_s, g_s, python_mb))
+    }
+    assert found == expected
+
+
+def test_one_batch_targets_on_fewer_than_1m_say_so_and_small_runs_have_none_of_them():
+    notes = {
+        t["target"]: t["note"] for t in report.targets(one_batch_result(10.0, 11.0, 250.0, produced=20_000))
+    }
+    assert notes["DAG run vs `eos-ingest run`"].startswith("only 20,000 records")
+    assert notes["peak RSS Python of (d)"].startswith("only 20,000 records")
+    small = {**one_batch_result(10.0, 11.0, 250.0, produced=10_000), "mode": "small"}
+    assert {t["target"] for t in report.targets(small)} == {"DAG run of 10k"}
+
+
+@pytest.mark.parametrize(("g_s", "met"), [(14.9, True), (15.0, True), (15.1, False), (21.1, False)])
+def test_dag_run_of_10k_is_wanted_within_15_seconds(g_s, met):
+    result = {"mode": "small", "records_committed": 9_500, "medians": {"g": {"seconds": g_s}}}
+    (row,) = report.targets(result)
+    assert (row["target"], row["wanted"], row["met"]) == ("DAG run of 10k", "trigger -> success <= 15 s", met)
+
+
+@pytest.mark.parametrize(
+    ("produced", "batches", "shaped"),
+    [(5_000_000, 5, True), (5_000_000, 10, False), (1_000_000, 5, False), (1_000_000, 1, False)],
+)
+def test_catch_up_target_names_its_shape_5m_in_batches_of_1m(produced, batches, shaped):
+    records = produced * 95 // 100
+    med = {k: report.throughput(records, records * 200, s) for k, s in (("b", 34.7), ("h", 51.0))}
+    result = {"mode": "catch_up", "records_produced": produced, "records_committed": records,
+              "catch_up_batches": batches, "medians": med}  # fmt: skip
+    (row,) = report.targets(result)
+    assert (row["target"], row["measured"], row["met"]) == ("catch-up h/b", 0.68, False)
+    assert ("the target is 5M in batches of 1M" not in row["note"]) == shaped
+    assert row["note"].startswith(f"{records:,} records in {batches} batches")
+
+
+def test_ratios_line_shows_i_over_j_only_when_both_were_measured():
+    without = full_result(d_s=80.0, b_s=40.0, gate_s=8.0, audit_s=4.0)
+    assert "i/j" not in report.render_ratios(without)
+    with_iceberg = {**without, "medians": {**without["medians"], **iceberg_result(20.0, 16.0)["medians"]}}
+    assert report.render_ratios(with_iceberg).endswith("i/j = 0.800")
+
+
+def test_readme_section_shows_the_worst_duplicate_and_missing_counts_of_the_iceberg_tables():
+    result = {**iceberg_result(20.0, 16.0), "runs": 3, "partitions": 6}
+    result["every_run"] = {
+        "i": [{"duplicates": 0, "missing": 0}] * 3,
+        "j": [{"duplicates": 0, "missing": 0}, {"duplicates": 7, "missing": 0}],
+    }
+    text = report.render_result(result, "Iceberg")
+    assert (
+        "read_committed view: (i) at most 0 duplicates and 0 missing in 3 run(s); "
+        "(j) at most 7 duplicates and 0 missing in 2 run(s)." in text
+    )
+    assert "| i | `eos-ingest run` into an Iceberg table" in text
+    assert "| Iceberg i/j | >= 1.0 | 0.800 | **no** |" in text
+    assert "read back" not in report.render_result(full_result(80.0, 40.0, 8.0, 4.0), "Delta")
