@@ -327,6 +327,7 @@ def test_a_quarantine_stage_that_loses_its_branch_cut_once_is_staged_anew_by_the
     assert offsets(spark, config, TABLE) == {o: result.batch_id for o in range(10) if o != 5}
     assert offsets(spark, config, QUARANTINE) == {5: result.batch_id}
     assert staged_branches(spark, config, TABLE) == staged_branches(spark, config, QUARANTINE) == []
+    assert_each_committed_record_once(spark, config)  # by a raw read_committed rescan of the topic
     report = verify_pipeline(spark, config)
     assert report.ok and report.expected == 10, report.to_dict()
 
