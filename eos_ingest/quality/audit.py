@@ -25,7 +25,8 @@ from eos_ingest.errors import BatchStateError
 from eos_ingest.quality.context import validate
 from eos_ingest.quality.gate import committed_record_count, preload_gx
 from eos_ingest.quality.report import build_report, record_report
-from eos_ingest.quality.suite import arrow_frame, validated_columns
+from eos_ingest.quality.rows import arrow_frame
+from eos_ingest.quality.suite import validated_columns
 from eos_ingest.storage.table_formats import output_reader
 from eos_ingest.storage.table_names import QUARANTINE, TABLE
 from eos_ingest.storage.table_reader import TableReader

@@ -31,14 +31,13 @@ from eos_ingest.quality.context import (
 )
 from eos_ingest.quality.gx_import import import_gx, quiet_gx
 from eos_ingest.quality.report import build_report
+from eos_ingest.quality.rows import arrow_frame, with_range_column
 from eos_ingest.quality.suite import (
     EXPECTED_ROWS,
-    arrow_frame,
     build_suite,
     default_suite_doc,
     named_columns,
     validated_columns,
-    with_range_column,
 )
 
 if TYPE_CHECKING:

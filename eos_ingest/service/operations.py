@@ -20,8 +20,6 @@ from eos_ingest.control.store import Batch, BatchKind, BatchStatus, ControlStore
 from eos_ingest.errors import ConfigError
 from eos_ingest.kafka.offsets import fetch_partition_offsets, fetch_snapshot
 from eos_ingest.plan.ranges import TopicPartition, plan_ranges
-from eos_ingest.quality.audit import audit_batch
-from eos_ingest.quality.gate import preload_gx
 from eos_ingest.redact import redact_text
 from eos_ingest.service import lag_alerts, status, trends
 from eos_ingest.service.backfill import BackfillRequest, create_backfill, parse_request
@@ -225,6 +223,12 @@ def audit_batches(
     validate task), so GX imports without its pyspark bindings when pyspark is not imported yet:
     ~0.12 s of CPU less (quality/gx_import.hidden). Such a process validates pandas frames only.
     """
+    # Here, not at the top: the audit brings pandas, numpy and pyarrow (~110 MB and ~0.9 s of CPU
+    # before GX's own import), which every other command of the service layer does without: a run's
+    # CLI process waits beside its Spark driver for the whole batch, and Airflow's tasks start one.
+    from eos_ingest.quality.audit import audit_batch  # noqa: PLC0415 pandas: out of the other commands
+    from eos_ingest.quality.gate import preload_gx  # noqa: PLC0415 pyarrow: out of the other commands
+
     if audit_process:
         preload_gx(hide=("pyspark",))
     return [audit_batch(config, batch_id, recount=recount) for batch_id in batch_ids]

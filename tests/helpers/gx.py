@@ -43,7 +43,7 @@ def frame(rows: int = 3) -> Any:
     """`rows` rows of orders/0 at offsets 0.. as the gate validates them (its range column too)."""
     import pyarrow as pa
 
-    from eos_ingest.quality.suite import arrow_frame
+    from eos_ingest.quality.rows import arrow_frame
 
     table = pa.table(
         {

@@ -12,6 +12,7 @@ import yaml
 from eos_ingest import paths
 from eos_ingest.errors import ConfigError
 from eos_ingest.quality.gx_import import quiet_gx
+from eos_ingest.quality.rows import with_range_column_pandas
 from eos_ingest.quality.suite import (
     EXPECTED_ROWS,
     RANGE_COLUMN,
@@ -20,7 +21,6 @@ from eos_ingest.quality.suite import (
     pipeline_expectations,
     summarize,
     validated_columns,
-    with_range_column_pandas,
 )
 from tests.helpers.gx import expecting, unchecked
 
