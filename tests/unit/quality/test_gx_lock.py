@@ -5,6 +5,7 @@ Real GX on pandas frames and real processes; no Spark, no broker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import subprocess
@@ -87,7 +88,7 @@ def test_a_bad_timeout_setting_is_refused_naming_it(monkeypatch: pytest.MonkeyPa
         gx_context.lock_timeout_s()
 
 
-def _validate_slowly(config: PipelineConfig, out: str) -> None:
+def _validate_slowly(config: PipelineConfig, out: str, both_computing: Any) -> None:
     """In a child process: one validation whose computation (GX's validator) takes SLOW_S; the
     computation's start and end go to `out`."""
     from great_expectations.validator.v1_validator import Validator
@@ -95,6 +96,11 @@ def _validate_slowly(config: PipelineConfig, out: str) -> None:
     original = Validator.validate_expectation_suite
 
     def slow(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # Both computations start together, whenever each child's GX import ends: on a loaded
+        # machine the two imports ended seconds apart and the overlap fell short although nothing
+        # was serialised. If the lock keeps the other out, the wait times out and the overlap fails.
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both_computing.wait(timeout=60)
         started = time.time()
         time.sleep(SLOW_S)
         result = original(self, *args, **kwargs)
@@ -114,8 +120,10 @@ def test_two_validations_compute_at_the_same_time(tmp_path: Path) -> None:
     # tests before) crashed once in the child's garbage collection (SIGSEGV, a fresh-clone run).
     spawn = multiprocessing.get_context("spawn")
     outs = [tmp_path / f"{c.name}.json" for c in configs]
+    both_computing = spawn.Barrier(2)
     children = [
-        spawn.Process(target=_validate_slowly, args=(c, str(o))) for c, o in zip(configs, outs, strict=True)
+        spawn.Process(target=_validate_slowly, args=(c, str(o), both_computing))
+        for c, o in zip(configs, outs, strict=True)
     ]
     for child in children:
         child.start()
