@@ -32,8 +32,10 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import psutil
@@ -330,9 +332,34 @@ class Bench:
                 if any(b.status.value != "committed" for b in batches):
                     raise RuntimeError(f"(g) {dag}: not every batch committed: {batches}")
                 records = sum(b.records_read or 0 for b in batches)
-                self.record("g", m, records, note="RSS: every process of airflow standalone")
+                timeline = dag_run_timeline(api, dag, run_id)
+                log(f"(g) timeline: {timeline}")
+                self.record(
+                    "g", m, records, note="RSS: every process of airflow standalone", timeline=timeline
+                )
         finally:
             subprocess.run([str(AIRFLOW_SH), "down"], env=env, text=True, capture_output=True, timeout=300)
+
+
+def dag_run_timeline(api: Any, dag_id: str, run_id: str) -> dict[str, Any]:
+    """Where a DAG run's seconds went, from Airflow's own dates: per task, seconds from the run's
+    queueing to the task's queueing, start and end, and the gaps between tasks (the scheduler's and
+    the task process's start), to tell Airflow's share of (g) from the batch's."""
+    run = api.get(f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}")
+    origin = datetime.fromisoformat(run["queued_at"])
+
+    def since(value: str | None) -> float | None:
+        return None if value is None else round((datetime.fromisoformat(value) - origin).total_seconds(), 2)
+
+    tasks = {
+        task: {
+            "queued": since(ti.get("queued_when")),
+            "start": since(ti["start_date"]),
+            "end": since(ti["end_date"]),
+        }
+        for task, ti in api.task_instances(dag_id, run_id).items()
+    }
+    return {"run_start": since(run["start_date"]), "run_end": since(run["end_date"]), "tasks": tasks}
 
 
 def free_port() -> int:
