@@ -56,13 +56,34 @@ _REFUSALS = (
     ),
     (
         # A TLS listener closes the connection on a plaintext client's first request.
-        re.compile(r"Disconnected: connection closed by peer.*in state APIVERSION_QUERY"),
+        re.compile(
+            r"(?:\w+://)?(?P<address>[^\s/]+)/(?P<node>\w+): Disconnected: connection closed by peer.*"
+            r"in state APIVERSION_QUERY"
+        ),
         "the broker closed the connection on the first request, as a TLS listener does to a plaintext "
         "client; check security.protocol (SSL or SASL_SSL) and the port",
     ),
 )
-# A plaintext client's disconnects can also be a broker going down: only repeated ones count.
+# A plaintext client on a TLS listener sees every bootstrap address close the connection on its
+# first request. A broker going down looks the same at its own address: killed, or behind a TCP
+# proxy or load balancer that accepts a connection and closes it when its backend is gone (make
+# chaos's network faults showed it on 2026-12-07: a plan exited 2, "check security.protocol", a
+# second after a node's kill -9). So these lines count only on bootstrap connections (a node with
+# an id came from a metadata answer: the cluster did answer this protocol), only once every
+# bootstrap address has closed so, and only when repeated: _PLAINTEXT_ON_TLS_REPEATS lines in all.
 _PLAINTEXT_ON_TLS_REPEATS = 3
+_DEFAULT_PORT = "9092"
+
+
+def bootstrap_addresses(bootstrap_servers: str | None) -> frozenset[str]:
+    """host:port of each bootstrap server as librdkafka's log names it (no protocol, port 9092 if
+    none given), lower case."""
+    addresses = set()
+    for server in (bootstrap_servers or "").split(","):
+        address = server.strip().split("://")[-1].lower()
+        if address:
+            addresses.add(address if ":" in address else f"{address}:{_DEFAULT_PORT}")
+    return frozenset(addresses)
 
 
 class QuietLibrdkafkaLog:
@@ -74,9 +95,11 @@ class QuietLibrdkafkaLog:
 
     _log = logging.getLogger("eos_ingest.librdkafka")
 
-    def __init__(self) -> None:
+    def __init__(self, bootstrap_servers: str | None = None) -> None:
         self.refusal: str | None = None
+        self._bootstrap = bootstrap_addresses(bootstrap_servers)
         self._disconnects = 0
+        self._closed_at: set[str] = set()  # bootstrap addresses that closed on the first request
 
     def log(self, level: int, msg: str, *args: object) -> None:
         # A `debug: conf` dump or a SASL error may quote a setting: redacted like every echo.
@@ -91,8 +114,11 @@ class QuietLibrdkafkaLog:
             if found is None:
                 continue
             if index == len(_REFUSALS) - 1:
+                if found["node"] != "bootstrap":
+                    return None
                 self._disconnects += 1
-                if self._disconnects < _PLAINTEXT_ON_TLS_REPEATS:
+                self._closed_at.add(found["address"].lower())
+                if self._disconnects < _PLAINTEXT_ON_TLS_REPEATS or not self._closed_at >= self._bootstrap:
                     return None
             return told.format(cause=found.groupdict().get("cause", "").strip())
         return None
@@ -116,7 +142,7 @@ def admin_client(kafka_settings: Mapping[str, str], timeout_s: float = 15.0) -> 
 
 
 def watched_admin(kafka_settings: Mapping[str, str], timeout_s: float) -> _Admin:
-    watch = QuietLibrdkafkaLog()
+    watch = QuietLibrdkafkaLog(kafka_settings.get("bootstrap.servers"))
     conf: dict[str, Any] = {"socket.timeout.ms": int(timeout_s * 1000), **kafka_settings}
     conf.setdefault("logger", watch)
     return _Admin(librdkafka_clients.build(AdminClient, conf), watch)

@@ -36,7 +36,7 @@ def first_record_timestamps(
     found: dict[tuple[str, int], int | None] = {}
     if not positions:
         return found
-    watch = QuietLibrdkafkaLog()
+    watch = QuietLibrdkafkaLog(bootstrap)
     consumer = librdkafka_clients.build(
         Consumer,
         {

@@ -141,7 +141,7 @@ _DOWN_FAIL = (
 def test_librdkafka_lines_that_mean_the_broker_refused_the_settings(
     lines: list[str], told: str | None
 ) -> None:
-    watch = kafka_admin.QuietLibrdkafkaLog()
+    watch = kafka_admin.QuietLibrdkafkaLog("sasl_ssl://127.0.0.1:39094")
     for line in lines:
         watch.log(3, line)
     if told is None:
@@ -164,3 +164,38 @@ def test_a_refusal_ends_the_retries_at_once_with_a_kafka_access_error() -> None:
             "testing", "b:1", call, 30.0, 1.0, sleep=lambda s: None, refusal=lambda: "nope"
         )
     assert len(calls) == 1
+
+
+def _closed_on_first_request(broker: str) -> str:
+    return (
+        f"FAIL [rdkafka#producer-1] [thrd:{broker}]: {broker}: Disconnected: connection closed by peer: "
+        "receive 0 after POLLIN (after 3ms in state APIVERSION_QUERY)"
+    )
+
+
+def test_a_node_that_closes_connections_after_the_cluster_answered_is_down_not_a_tls_listener() -> None:
+    """make chaos, 2026-12-07: a node killed -9 behind its TCP proxy (which accepts and then closes)
+    closed the plan's connections on their first request; the plan exited 2, "check
+    security.protocol", where a broker going down is exit 75. A node with an id came from the
+    cluster's metadata answer over the same protocol: its closing is never a TLS listener's."""
+    watch = kafka_admin.QuietLibrdkafkaLog("127.0.0.1:28541,127.0.0.1:28542,127.0.0.1:28543")
+    for _ in range(10):
+        watch.log(3, _closed_on_first_request("127.0.0.1:28542/2"))
+    assert watch.refusal is None
+
+
+def test_one_of_several_bootstrap_addresses_closing_is_a_node_down_all_of_them_a_tls_listener() -> None:
+    watch = kafka_admin.QuietLibrdkafkaLog("PLAINTEXT://Broker-A:9092, broker-b")
+    for _ in range(5):
+        watch.log(3, _closed_on_first_request("broker-a:9092/bootstrap"))
+    assert watch.refusal is None  # broker-b has not closed so: broker-a may just be down
+    watch.log(3, _closed_on_first_request("broker-b:9092/bootstrap"))
+    assert watch.refusal is not None and "check security.protocol" in watch.refusal
+
+
+def test_bootstrap_addresses_as_librdkafka_names_them() -> None:
+    assert kafka_admin.bootstrap_addresses(" SASL_SSL://Kafka-1:9093,kafka-2 ,") == {
+        "kafka-1:9093",
+        "kafka-2:9092",
+    }
+    assert kafka_admin.bootstrap_addresses(None) == frozenset()
