@@ -36,7 +36,7 @@ def first_record_timestamps(
     found: dict[tuple[str, int], int | None] = {}
     if not positions:
         return found
-    watch = QuietLibrdkafkaLog(bootstrap)
+    watch = QuietLibrdkafkaLog(kafka_settings.get("bootstrap.servers"))
     consumer = librdkafka_clients.build(
         Consumer,
         {

@@ -28,7 +28,7 @@ def with_range_column(rows: DataFrame, ranges: Sequence[PlannedRange]) -> DataFr
 
     A row with a null identity gets null here too: the not-null expectations report it.
     """
-    from pyspark.sql import functions as F  # noqa: PLC0415 JVM-free: the audit and the CLI import this module
+    from pyspark.sql import functions as F  # noqa: PLC0415 JVM-free: the audit imports this module
 
     topic, partition, offset = (F.col(c) for c in IDENTITY_COLUMNS)
     spans = merge_ranges(ranges)
