@@ -4,10 +4,14 @@ table through JdbcLogStore.
     spark-submit ... s3a_coordinator_app.py append <table> <first n> <commits>
     spark-submit ... s3a_coordinator_app.py stall <table> <folder>
 
-`append` prints `committed <version>` per commit. `stall` commits n=0, writes <folder>/ready and
-waits for <folder>/go; then times the commit of n=1 and prints `failed <seconds> <error>` (or
-`committed <version> <seconds>`), writes <folder>/tried and waits for <folder>/again; then commits
-n=2. The waits are bounded (300 s).
+`append` prints `committed <version>` per commit. `stall` commits n=0 and writes `committed 0` to
+<folder>/ready, then waits for <folder>/go; times the commit of n=1 and writes `failed <seconds>
+<error>` (or `committed <version> <seconds>`) to <folder>/tried, then waits for <folder>/again;
+then commits n=2 and prints `committed <version>`. The waits are bounded (300 s).
+
+The outcomes go into the signal files rather than stdout because spark-submit copies the Python
+driver's stdout through a JVM thread: a line printed before a signal file was touched could
+reach the test after the file (the CI run of 4964cfb read `tried` before its line).
 
 The coordinator's settings: EOS_TEST_CONTROL_DB_URL (the control DB, as coordinator_conf turns it
 into eos.delta.jdbc.*) and EOS_TEST_JDBC_SETTINGS (a JSON object of further Hadoop settings, e.g.
@@ -29,6 +33,13 @@ def wait_for(path: Path, timeout_s: float = 300) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{path} did not appear in {timeout_s} s")
         time.sleep(0.1)
+
+
+def signal(path: Path, line: str) -> None:
+    """Writes `line` to `path` whole: the test sees the file only once it holds its line."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(line + "\n")
+    partial.rename(path)
 
 
 def main() -> int:
@@ -59,20 +70,19 @@ def main() -> int:
             print(f"committed {commit(n)}", flush=True)
     elif mode == "stall":
         folder = Path(sys.argv[3])
-        print(f"committed {commit(0)}", flush=True)
-        (folder / "ready").touch()
+        signal(folder / "ready", f"committed {commit(0)}")
         wait_for(folder / "go")
         started = time.monotonic()
         try:
             version = commit(1)
-            print(f"committed {version} {time.monotonic() - started:.1f}", flush=True)
+            outcome = f"committed {version} {time.monotonic() - started:.1f}"
         except Py4JJavaError as exc:
             chain, error = [], exc.java_exception
             while error is not None and len(chain) < 8:
                 chain.append(str(error.toString()).replace("\n", " "))
                 error = error.getCause()
-            print(f"failed {time.monotonic() - started:.1f} {' <- '.join(chain)}", flush=True)
-        (folder / "tried").touch()
+            outcome = f"failed {time.monotonic() - started:.1f} {' <- '.join(chain)}"
+        signal(folder / "tried", outcome)
         wait_for(folder / "again")
         print(f"committed {commit(2)}", flush=True)
     else:
