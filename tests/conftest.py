@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from tests import cpu_accounting
 from tests.scheduling import FileScheduling, longest_first
 
 # Every broker the tests start (stack/stack.sh: a worker's, a cluster's nodes, a chaos run's) gets
@@ -39,3 +40,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> FileSched
     if config.getoption("dist") != "loadfile":
         return None
     return FileScheduling(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    cpu_accounting.register(config)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    merged = {} if hasattr(config, "workerinput") else cpu_accounting.merge(config)  # workers report here
+    if merged:
+        terminalreporter.write_sep("=", "CPU by test file (.state/test-cpu.json)")
+        for line in cpu_accounting.summary(merged):
+            terminalreporter.write_line(line)
