@@ -6,8 +6,9 @@ the processes that are its own: its descendants, and the processes that carry it
 environment (stacks started with setsid/nohup, such as `airflow standalone` or a broker, leave the
 tree, but keep the environment). A process seen at the file's start counts from there; a new one
 counts whole. A process that is gone at the file's end counts in its parent's reaped children's
-CPU when its parent is still one of the worker's; otherwise (a daemon stopped by the file's teardown
-or killed by a test) as last seen by a sampler every few seconds.
+CPU when its parent was one of the worker's (a spark-submit under the CLI under the worker: the
+CLI's count holds the JVM's, the worker's the CLI's); otherwise (a daemon stopped by the file's
+teardown or killed by a test) as last seen by a sampler every few seconds.
 The counts go to .state/test-cpu/<worker>.json; the controller merges them into .state/test-cpu.json
 and prints the costliest files after the run.
 """
@@ -81,11 +82,13 @@ def snapshot(tag: str) -> Seen:
 
 def file_cpu(start: Seen, seen: Seen, end: Seen) -> dict[str, float]:
     """CPU seconds by command between `start` and `end`, with `seen` the last sample of each process."""
-    alive = {pid for pid, _ in end}
+    ours = {pid for pid, _ in end} | {pid for pid, _ in seen}
     by_comm: defaultdict[str, float] = defaultdict(float)
     for key, (comm, ppid, cpu) in {**seen, **end}.items():
-        if key not in end and ppid in alive:
-            continue  # reaped by a parent of ours: in its children's CPU
+        if key not in end and ppid in ours:
+            # Reaped by a parent of ours, alive or gone: in that parent's children's CPU, which
+            # goes up the chain to the first one still alive or counted as last seen.
+            continue
         by_comm[comm] += cpu - start.get(key, (comm, 0, 0.0))[2]
     return dict(sorted(by_comm.items(), key=lambda kv: -kv[1]))
 

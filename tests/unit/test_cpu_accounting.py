@@ -16,6 +16,9 @@ def test_a_file_counts_from_its_start_new_processes_whole_and_a_gone_process_onc
         (2, 5): ("java", 1, 9.0),  # reaped by the worker (pid 1): in the worker's own count
         (3, 6): ("java", 0, 7.0),  # a daemon stopped by the teardown: as last seen
         (4, 8): ("python", 0, 3.0),  # new, then gone with no parent of ours: whole
+        (6, 9): ("eos-ingest", 1, 1.0),  # a CLI the worker reaped, and the JVM the CLI reaped:
+        (7, 9): ("java", 6, 8.0),  # both in the worker's count
+        (8, 9): ("python", 3, 0.5),  # a child of the stopped daemon: in the daemon's count
     }
     end = {(1, 0): ("pytest", 0, 20.0), (5, 9): ("postgres", 0, 1.5)}
     assert file_cpu(start, seen, end) == {"pytest": 10.0, "java": 5.0, "python": 3.0, "postgres": 1.5}
