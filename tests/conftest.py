@@ -47,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    merged = {} if hasattr(config, "workerinput") else cpu_accounting.merge(config)  # workers report here
+    merged = {} if hasattr(config, "workerinput") else cpu_accounting.merge()  # workers report here
     if merged:
         terminalreporter.write_sep("=", "CPU by test file (.state/test-cpu.json)")
         for line in cpu_accounting.summary(merged):

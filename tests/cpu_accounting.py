@@ -18,11 +18,14 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from eos_ingest.paths import state_dir
 
 TAG = "EOS_TEST_CPU_TAG"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -30,10 +33,6 @@ SHOWN = 15  # files in the summary
 SAMPLE_S = 3.0
 
 Seen = dict[tuple[int, int], tuple[str, int, float]]  # (pid, start time) -> comm, ppid, CPU seconds
-
-
-def state_dir(config: pytest.Config) -> Path:
-    return Path(os.environ.get("EOS_STATE_DIR", config.rootpath / ".state"))
 
 
 def _processes() -> Iterator[tuple[int, int, str, int, float]]:
@@ -94,11 +93,11 @@ def file_cpu(start: Seen, seen: Seen, end: Seen) -> dict[str, float]:
 
 
 class CpuAccounting:
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self) -> None:
         self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         self.tag = f"{self.worker}-{os.getpid()}"
         os.environ[TAG] = self.tag  # inherited by every process the tests start
-        self.out = state_dir(config) / "test-cpu"
+        self.out = state_dir() / "test-cpu"
         self.files: dict[str, dict[str, float]] = {}
         self.start: Seen | None = None
         self.seen: Seen = {}
@@ -107,7 +106,7 @@ class CpuAccounting:
 
     def _sample(self) -> None:
         while True:
-            threading.Event().wait(SAMPLE_S)
+            time.sleep(SAMPLE_S)
             latest = snapshot(self.tag)
             with self.lock:
                 if self.start is not None:
@@ -137,18 +136,18 @@ def register(config: pytest.Config) -> None:
     """Counts in this process unless it is an xdist controller, whose workers run the tests."""
     controller = not hasattr(config, "workerinput") and (config.getoption("numprocesses", None) or 0)
     if not controller and Path("/proc/self/stat").exists():
-        config.pluginmanager.register(CpuAccounting(config), "cpu_accounting")
+        config.pluginmanager.register(CpuAccounting(), "cpu_accounting")
 
 
-def merge(config: pytest.Config) -> dict[str, dict[str, float]]:
+def merge() -> dict[str, dict[str, float]]:
     """Every worker's counts as .state/test-cpu.json; the parts are removed."""
-    parts = state_dir(config) / "test-cpu"
+    parts = state_dir() / "test-cpu"
     merged: dict[str, dict[str, float]] = {}
     for part in sorted(parts.glob("*.json")) if parts.is_dir() else []:
         merged.update(json.loads(part.read_text()))
         part.unlink()
     if merged:
-        (state_dir(config) / "test-cpu.json").write_text(json.dumps(merged, indent=1, sort_keys=True))
+        (state_dir() / "test-cpu.json").write_text(json.dumps(merged, indent=1, sort_keys=True))
     return merged
 
 
