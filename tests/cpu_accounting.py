@@ -9,6 +9,8 @@ counts whole. A process that is gone at the file's end counts in its parent's re
 CPU when its parent was one of the worker's (a spark-submit under the CLI under the worker: the
 CLI's count holds the JVM's, the worker's the CLI's); otherwise (a daemon stopped by the file's
 teardown or killed by a test) as last seen by a sampler every few seconds.
+Missed: what a process used after its last sample when its parent had gone first (it was
+re-parented away in between), a few seconds at most.
 The counts go to .state/test-cpu/<worker>.json; the controller merges them into .state/test-cpu.json
 and prints the costliest files after the run.
 """
