@@ -285,7 +285,10 @@ class Bench:
 
         state = self.tmp / "airflow-state"
         state.mkdir()
-        (state / "jars").symlink_to(paths.state_dir() / "jars")  # fetched once by `make setup`
+        # Fetched and written once by `make setup`, as a deployment's state folder holds them: the
+        # jars, and the class-data archive that the job's driver JVM maps (spark/class_archive.py).
+        for made_by_setup in ("jars", "jvm"):
+            (state / made_by_setup).symlink_to(paths.state_dir() / made_by_setup)
         pipelines = self.tmp / "pipelines"
         names = []
         for n in range(self.args.runs):
