@@ -17,7 +17,7 @@ from eos_ingest.airflow.tasks import library_errors
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
 from eos_ingest.extras import needs_extra
 from eos_ingest.spark.session import DELTA_CONF, local_jars, spark_submit_env
-from eos_ingest.spark.submit import JOB_SCRIPT, job_conf, shipped
+from eos_ingest.spark.submit import DRIVER_MEMORY, JOB_SCRIPT, job_conf, shipped
 from eos_ingest.storage.object_stores import uses_object_store
 
 # An official Airflow image has no Spark provider: the DAG folder's import error names the extra.
@@ -82,7 +82,7 @@ class BatchSparkSubmitOperator(SparkSubmitOperator):
             conf={**DELTA_CONF, "spark.log.level": "WARN"},
             jars=jars,
             name=f"eos-ingest-{Path(pipeline_file).stem}",
-            **kwargs,
+            **{"driver_memory": DRIVER_MEMORY, **kwargs},  # the CLI's, not spark-submit's 1g
         )
         self.pipeline_file = pipeline_file
         # The config this run resolved (its Kafka connection joined), for the OpenLineage events.

@@ -25,7 +25,7 @@ from eos_ingest.service import lag_alerts, status, trends
 from eos_ingest.service.backfill import BackfillRequest, create_backfill, parse_request
 from eos_ingest.service.stale_batches import stale_batches
 from eos_ingest.spark.session import spark_submit_env
-from eos_ingest.spark.submit import spark_submit_argv
+from eos_ingest.spark.submit import DRIVER_MEMORY, spark_submit_argv
 from eos_ingest.storage.delta import table_features
 from eos_ingest.storage.iceberg.catalog import IcebergCatalog
 from eos_ingest.storage.iceberg.properties import check_pyiceberg
@@ -153,7 +153,7 @@ def job_argv(
     master: str,
     *,
     until_caught_up: bool = False,
-    driver_memory: str = "2g",
+    driver_memory: str = DRIVER_MEMORY,
 ) -> list[str]:
     """The spark-submit command of a planned batch's job, its driver's JVM profile picked by the
     records it will read (job_records)."""

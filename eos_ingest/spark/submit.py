@@ -23,6 +23,9 @@ from eos_ingest.spark.session import (
 from eos_ingest.storage.object_stores import LOG_STORE_CONF
 
 JOB_SCRIPT = paths.JOB_SCRIPT  # package data: an installed wheel carries it
+# The driver's heap, whichever way the job is submitted (`eos-ingest run`, the DAGs' spark_ingest): on
+# a local master the driver is the executor too, and the DAGs' job ran at spark-submit's default of 1g.
+DRIVER_MEMORY = "2g"
 
 
 def job_conf(master: str, *, object_storage: bool = False, job_records: int | None = None) -> dict[str, str]:
@@ -164,7 +167,7 @@ def spark_submit_argv(
     config_path: Path,
     batch_id: int,
     master: str = "local[*]",
-    driver_memory: str = "2g",
+    driver_memory: str = DRIVER_MEMORY,
     *,
     until_caught_up: bool = False,
     object_storage: bool = False,

@@ -19,6 +19,7 @@ import pytest
 
 from eos_ingest import paths
 from eos_ingest.config.pipeline import PipelineConfig, load_pipeline
+from eos_ingest.spark.submit import DRIVER_MEMORY
 from tests.helpers.dag_bag import DAGS, PIPELINES, dag_bag
 
 
@@ -58,6 +59,7 @@ def test_the_ingest_dag_runs_one_at_a_time_on_the_pipeline_schedule(bag: Any) ->
         assert isinstance(spark, SparkSubmitOperator)
         assert spark._conn_id == "spark_default"
         assert spark.application == str(paths.JOB_SCRIPT)
+        assert spark._driver_memory == DRIVER_MEMORY  # as `eos-ingest run` submits it
         assert spark.application_args == [
             "--config-file", config.source.name, "--batch-id", "{{ ti.xcom_pull(task_ids='plan') }}",
             "--until-caught-up", "{{ params.until_caught_up }}",
