@@ -285,10 +285,7 @@ class Bench:
 
         state = self.tmp / "airflow-state"
         state.mkdir()
-        # Fetched and written once by `make setup`, as a deployment's state folder holds them: the
-        # jars, and the class-data archive that the job's driver JVM maps (spark/class_archive.py).
-        for made_by_setup in ("jars", "jvm"):
-            (state / made_by_setup).symlink_to(paths.state_dir() / made_by_setup)
+        paths.share_setup_state(state)  # the jars and the jobs' class-data archive
         pipelines = self.tmp / "pipelines"
         names = []
         for n in range(self.args.runs):

@@ -79,6 +79,16 @@ def state_dir() -> Path:
     return Path(chosen).resolve()
 
 
+def share_setup_state(folder: Path) -> None:
+    """Link into `folder`, a state folder of its own (a benchmark's Airflow, a chaos run, the e2e
+    tests' stack), what `make setup` wrote into this state folder once: the jars and the job's
+    class-data archive (spark/class_archive.py; without it every local job loads and verifies its
+    ~23,000 classes anew). A part setup has not written is left out."""
+    for part in ("jars", "jvm"):
+        if (state_dir() / part).is_dir():
+            (folder / part).symlink_to(state_dir() / part, target_is_directory=True)
+
+
 def spark_jars_dir() -> Path:
     """Local Kafka-source and Delta jars fetched by `make setup` (scripts/fetch-jars.sh)."""
     return state_dir() / "jars" / "spark"

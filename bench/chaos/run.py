@@ -47,6 +47,7 @@ from bench.chaos.unknown_outcomes import (
     spark_defaults,
 )
 from bench.tcp_fault_proxy import TcpFaultProxy
+from eos_ingest import paths
 
 # Targeted kills go round these: a kill when the job reports the phase ("written" = between the
 # Delta write and the commit, held there by the job's pause hook so the kill cannot miss it).
@@ -163,12 +164,9 @@ class ChaosRun:
         shutil.rmtree(self.home, ignore_errors=True)
         self.home.mkdir(parents=True)
         # The run's own state folder (GX, PostgreSQL, broker), sharing the jars of `make setup` and
-        # its class-data archive of the job's driver JVM (eos_ingest/spark/class_archive.py, looked
-        # up under the state folder): without it each job of the run loaded and verified its
-        # ~23,000 classes anew, ~3.5 s of CPU per start.
-        (self.home / "jars").symlink_to(state / "jars")
-        if (state / "jvm").is_dir():
-            (self.home / "jvm").symlink_to(state / "jvm")
+        # its class-data archive of the job's driver JVM: without it each job of the run loaded and
+        # verified its ~23,000 classes anew, ~3.5 s of CPU per start.
+        paths.share_setup_state(self.home)
         self.env = {**os.environ, "EOS_STATE_DIR": str(self.home), "EOS_LOG_LEVEL": "INFO"}
         self.env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
         self.procs = Processes(self.home, self.env, self.cfg.brokers, proxied=cfg.network_faults > 0)

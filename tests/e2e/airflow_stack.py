@@ -43,12 +43,7 @@ def running_airflow(
     """
     state = root / "state"
     state.mkdir()
-    (state / "jars").symlink_to(paths.state_dir() / "jars")  # fetched once by `make setup`
-    # The class-data archive of the job's driver JVM, written by `make setup` and looked up under
-    # the state folder (eos_ingest/spark/class_archive.py): without it every local job the DAGs
-    # submit loads and verifies its ~23,000 classes anew, seconds of CPU per start.
-    if (paths.state_dir() / "jvm").is_dir():
-        (state / "jvm").symlink_to(paths.state_dir() / "jvm")
+    paths.share_setup_state(state)  # the jars and the jobs' class-data archive
     password = secrets.token_urlsafe(12)
     port = free_port()
     airflow_home = state / "airflow"

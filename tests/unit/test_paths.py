@@ -108,3 +108,24 @@ def test_every_file_the_code_reads_ships_in_the_wheel_by_the_build_mapping() -> 
     # folder first on sys.path, where a library module would shadow a top-level one (pyspark, yaml).
     scripts = sorted(p.name for p in paths.SPARK_DIR.iterdir() if p.name != "__pycache__")
     assert scripts == sorted([paths.JOB_SCRIPT.name, paths.TRAINING_SCRIPT.name])
+
+
+def test_a_state_folder_of_its_own_shares_setups_jars_and_class_archive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bench's Airflow once linked the jars and not the class-data archive, and its jobs loaded
+    every class anew: both are shared, and a part setup has not written is left out."""
+    setup_state, own, bare = tmp_path / "state", tmp_path / "own", tmp_path / "bare"
+    for folder in (setup_state / "jars" / "spark", setup_state / "jvm", own, bare):
+        folder.mkdir(parents=True)
+    monkeypatch.setenv("EOS_STATE_DIR", str(setup_state))
+
+    paths.share_setup_state(own)
+    assert {p.name: p.resolve() for p in own.iterdir()} == {
+        "jars": setup_state / "jars",
+        "jvm": setup_state / "jvm",
+    }
+
+    (setup_state / "jvm").rmdir()
+    paths.share_setup_state(bare)
+    assert [p.name for p in bare.iterdir()] == ["jars"]
