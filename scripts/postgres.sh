@@ -10,7 +10,11 @@
 # root, the server runs as the OS user postgres, which may not be able to reach the state folder
 # (a checkout under /root or a `mktemp -d` folder): then they live in
 # /var/tmp/eos-ingest-postgres-<hash of the state folder>, owned by postgres, mode 700.
-# It listens on 127.0.0.1:$EOS_PG_PORT (default 55432) only: for tests, never data. A TCP login needs
+# It listens on 127.0.0.1:$EOS_PG_PORT (default 25432) only: for tests, never data. The default is
+# below Linux's range of ephemeral ports (32768-60999), from which every client connection and every
+# server bound to port 0 (Spark's, Py4J's, the test brokers') takes its port: 55432, in that range,
+# was once taken by one of them when the server started, and every PostgreSQL test of that xdist
+# worker failed (2026-12-07). A TCP login needs
 # the superuser's password (scram-sha-256), generated at the first `up` into <home>/superuser.password
 # (mode 600) and carried by `url`: any local user can reach 127.0.0.1, not that file. The script's own
 # psql goes through the Unix socket (trust), in <home>/run, mode 700: only the server's OS user and
@@ -43,7 +47,7 @@ PGHOME="$(pg_home)"
 DATA="$PGHOME/data"
 SOCKETS="$PGHOME/run"
 LOG="$PGHOME/postgres.log"
-PORT="${EOS_PG_PORT:-55432}"
+PORT="${EOS_PG_PORT:-25432}"
 PASSWORD_FILE="$PGHOME/superuser.password"
 DB=eos_test
 SUPERUSER=postgres          # the database role, whatever OS user runs the server
@@ -170,13 +174,18 @@ EOF
   fi
   local reload=0
   write_hba && reload=1
+  # A server started on another port (an older default, another EOS_PG_PORT): stopped and started
+  # on this one, so that `url` names where it listens. postmaster.pid's 4th line is its port.
+  if running && [[ "$(sed -n 4p "$DATA/postmaster.pid" 2>/dev/null)" != "$PORT" ]]; then
+    (cd "$PGHOME" && as_owner "$BIN/pg_ctl" -D "$DATA" -m fast -w -t 60 stop) >/dev/null
+  fi
   if running; then
     echo "postgres.sh: already running ($DATA)" >&2
     [[ "$reload" -eq 0 ]] || as_owner "$BIN/pg_ctl" -D "$DATA" reload >/dev/null
   else
     # 9>&-: the server must not inherit the lock, or it would hold it for its whole life.
     (cd "$PGHOME" && as_owner "$BIN/pg_ctl" -D "$DATA" -l "$LOG" -o "-p $PORT" -w -t 30 start 9>&-) >/dev/null \
-      || { tail -n 30 "$LOG" >&2 || true; die "the server did not start within 30 s (log: $LOG)"; }
+      || { tail -n 30 "$LOG" >&2 || true; die "the server did not start within 30 s (log: $LOG; if it says the address is in use, another program holds 127.0.0.1:$PORT: set EOS_PG_PORT to a free port)"; }
   fi
   set_password
   if [[ -z "$(psql_ -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$DB'")" ]]; then

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -98,6 +99,44 @@ def test_a_tcp_login_needs_the_generated_password(monkeypatch: pytest.MonkeyPatc
         )
     finally:
         down = script("down", env)
+        if home is not None:
+            shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
+    assert down.returncode == 0, down.stderr
+
+
+def test_the_default_port_is_outside_the_ephemeral_range() -> None:
+    """No client connection nor port-0 server (Spark's, Py4J's, a test broker's) can hold the
+    default port when the server starts: 55432 once was held, and a worker's PostgreSQL tests all
+    failed."""
+    default = re.search(r'PORT="\$\{EOS_PG_PORT:-(\d+)\}"', SCRIPT.read_text())
+    assert default is not None
+    low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    assert not low <= int(default.group(1)) <= high, (default.group(1), low, high)
+
+
+def test_up_on_another_port_moves_the_running_server_there() -> None:
+    """A server left running on another port (an older default) is restarted on EOS_PG_PORT, so
+    that `url` names where it listens."""
+    folder = Path(tempfile.mkdtemp(prefix="eos-pg-port-"))
+    first = {**os.environ, "EOS_STATE_DIR": str(folder / "state"), "EOS_PG_PORT": str(free_port())}
+    second = {**first, "EOS_PG_PORT": str(free_port())}
+    home: Path | None = None
+    try:
+        assert script("up", first).returncode == 0
+        home = Path(script("home", first).stdout.strip())
+        moved = script("up", second)
+        assert moved.returncode == 0 and "already running" not in moved.stderr, moved.stderr
+        url = script("url", second).stdout.strip()
+        assert f":{second['EOS_PG_PORT']}/" in url
+        engine = create_engine(url)
+        try:
+            with engine.connect() as conn:
+                assert conn.execute(text("SELECT 1")).scalar_one() == 1
+        finally:
+            engine.dispose()
+    finally:
+        down = script("down", second)
         if home is not None:
             shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(folder, ignore_errors=True)
