@@ -26,6 +26,16 @@ def script(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
     )
 
 
+def assert_answers(url: str) -> None:
+    """The server at `url` takes a login and answers a query."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT 1")).scalar_one() == 1
+    finally:
+        engine.dispose()
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the server as another OS user")
 def test_up_works_from_a_state_folder_postgres_cannot_reach_and_down_leaves_nothing_running() -> None:
     private = Path(tempfile.mkdtemp(prefix="eos-pg-test-"))  # mode 700, owned by root, like `mktemp -d`
@@ -41,12 +51,7 @@ def test_up_works_from_a_state_folder_postgres_cannot_reach_and_down_leaves_noth
         assert "Permission denied" not in up.stderr
         again = script("up", env)
         assert again.returncode == 0 and "already running" in again.stderr, again.stderr
-        engine = create_engine(script("url", env).stdout.strip())
-        try:
-            with engine.connect() as conn:
-                assert conn.execute(text("SELECT 1")).scalar_one() == 1
-        finally:
-            engine.dispose()
+        assert_answers(script("url", env).stdout.strip())
     finally:
         down = script("down", env)
         status = script("status", env)
@@ -129,12 +134,7 @@ def test_up_on_another_port_moves_the_running_server_there() -> None:
         assert moved.returncode == 0 and "already running" not in moved.stderr, moved.stderr
         url = script("url", second).stdout.strip()
         assert f":{second['EOS_PG_PORT']}/" in url
-        engine = create_engine(url)
-        try:
-            with engine.connect() as conn:
-                assert conn.execute(text("SELECT 1")).scalar_one() == 1
-        finally:
-            engine.dispose()
+        assert_answers(url)
     finally:
         down = script("down", second)
         if home is not None:
