@@ -176,7 +176,10 @@ EOF
   write_hba && reload=1
   # A server started on another port (an older default, another EOS_PG_PORT): stopped and started
   # on this one, so that `url` names where it listens. postmaster.pid's 4th line is its port.
-  if running && [[ "$(sed -n 4p "$DATA/postmaster.pid" 2>/dev/null)" != "$PORT" ]]; then
+  local running_port
+  running_port="$(sed -n 4p "$DATA/postmaster.pid" 2>/dev/null || true)"
+  if running && [[ "$running_port" != "$PORT" ]]; then
+    echo "postgres.sh: running on port $running_port; restarting it on $PORT (EOS_PG_PORT)" >&2
     (cd "$PGHOME" && as_owner "$BIN/pg_ctl" -D "$DATA" -m fast -w -t 60 stop) >/dev/null
   fi
   if running; then

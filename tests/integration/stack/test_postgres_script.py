@@ -132,6 +132,7 @@ def test_up_on_another_port_moves_the_running_server_there() -> None:
         home = Path(script("home", first).stdout.strip())
         moved = script("up", second)
         assert moved.returncode == 0 and "already running" not in moved.stderr, moved.stderr
+        assert f"restarting it on {second['EOS_PG_PORT']}" in moved.stderr, moved.stderr
         url = script("url", second).stdout.strip()
         assert f":{second['EOS_PG_PORT']}/" in url
         assert_answers(url)
