@@ -45,7 +45,7 @@ docs: setup
 # commit rounds instead of 2; test_s3a_operations: two overlapping backfills beside the ingest, not one;
 # test_cluster_failover: the controller's kill, a leader election, clean stops; test_from_avro: the
 # check that pyspark's own from_avro still races, the exit of formats/from_avro.py; tests/chaos: the
-# short chaos run on Iceberg beside the one on Delta).
+# whole short chaos run on Iceberg, where make test runs a lean one beside the whole one on Delta).
 # EOS_TEST_WORKERS pytest-xdist workers (0 runs in this process), a test file per worker at a time
 # (--dist loadfile), the longest first, the e2e files of the shared Airflow stack as one
 # (tests/scheduling.py): each worker is a test session of its own, with one broker and one Spark
