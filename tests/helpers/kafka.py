@@ -37,13 +37,21 @@ class TxProducer:
             key = (msg.topic(), msg.partition())
             self.sent[key] = max(self.sent.get(key, -1), msg.offset())
 
-    def send(self, topic: str, values: Iterable[bytes | str | dict], partition: int | None = None) -> None:
+    def send(
+        self,
+        topic: str,
+        values: Iterable[bytes | str | dict],
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> None:
+        """Send `values` (a dict as JSON) to `partition`, or the partitioner's; with `timestamp_ms`
+        each record carries that CreateTime instead of now (its event_date with it)."""
+        where: dict = {} if partition is None else {"partition": partition}
+        if timestamp_ms is not None:
+            where["timestamp"] = timestamp_ms
         for value in values:
             payload = json.dumps(value).encode() if isinstance(value, dict) else value
-            if partition is None:
-                self.producer.produce(topic, payload, on_delivery=self._delivered)
-            else:
-                self.producer.produce(topic, payload, partition=partition, on_delivery=self._delivered)
+            self.producer.produce(topic, payload, on_delivery=self._delivered, **where)
             self.producer.poll(0)
 
     def commit(self) -> None:
